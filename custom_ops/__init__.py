@@ -1,0 +1,23 @@
+"""Reusable ONNX graph building blocks: the glue around the model that turns text into ids and back.
+
+Each function appends nodes to a :class:`GraphBuilder` and returns value names, so blocks compose
+into a graph and can be tested one by one (see ``tests/test_custom_ops.py``).
+"""
+
+from .builder import EXTENSIONS_DOMAIN, GraphBuilder
+from .ids import collapse_marked_runs, ragged_to_padded, remap
+from .text import is_nonempty, join_pieces, lookup_tokens, regex_replace, sentencepiece_to_text, split_language_token
+
+__all__ = [
+    "EXTENSIONS_DOMAIN",
+    "GraphBuilder",
+    "collapse_marked_runs",
+    "is_nonempty",
+    "join_pieces",
+    "lookup_tokens",
+    "ragged_to_padded",
+    "regex_replace",
+    "remap",
+    "sentencepiece_to_text",
+    "split_language_token",
+]

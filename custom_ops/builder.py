@@ -1,0 +1,126 @@
+"""GraphBuilder: write ONNX graphs as straight-line Python.
+
+Each call appends one node and returns the name of its (first) output, so graph code reads like
+the numpy it replaces. Weights are not copied here: a builder records which named weights the
+graph reads, and the assembler decides where each one is stored (see ``_assemble``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+from onnx import GraphProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
+
+OPSET = 17
+MS_DOMAIN = "com.microsoft"
+
+
+class GraphBuilder:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.nodes: list[NodeProto] = []
+        self.inputs: list[ValueInfoProto] = []
+        self.outputs: list[ValueInfoProto] = []
+        self.constants: list[TensorProto] = []
+        self.weights_used: set[str] = set()
+        self.derived_weights: dict[str, np.ndarray] = {}
+        self.outer_used: set[str] = set()
+        self._ids = itertools.count()
+
+    def fresh(self, hint: str) -> str:
+        return f"{self.name}/{hint}_{next(self._ids)}"  # unique across builders sharing a graph
+
+    def input(self, name: str, elem_type: int, shape: Sequence[int | str | None]) -> str:
+        self.inputs.append(helper.make_tensor_value_info(name, elem_type, list(shape)))
+        return name
+
+    def output(self, value: str, name: str, elem_type: int, shape: Sequence[int | str | None]) -> None:
+        """Expose ``value`` as graph output ``name`` (an Identity keeps the two names apart)."""
+        if value != name:
+            self.op("Identity", [value], outputs=[name])
+        self.outputs.append(helper.make_tensor_value_info(name, elem_type, list(shape)))
+
+    def weight(self, name: str) -> str:
+        """Refer to a model weight by its canonical name; the value is supplied at assembly."""
+        self.weights_used.add(name)
+        return name
+
+    def derived(self, name: str, array: np.ndarray) -> str:
+        """A weight computed from the spec (e.g. a masked bias); stored once like the others."""
+        self.derived_weights[name] = array
+        return name
+
+    def outer(self, name: str) -> str:
+        """Read a value of the enclosing graph (a subgraph's implicit input)."""
+        self.outer_used.add(name)
+        return name
+
+    def const(self, value: np.ndarray | float | int | Sequence[int], hint: str = "const") -> str:
+        array = np.asarray(value)
+        if array.dtype == np.float64:
+            array = array.astype(np.float32)
+        name = self.fresh(hint)
+        self.constants.append(numpy_helper.from_array(array, name))
+        return name
+
+    def op(
+        self,
+        op_type: str,
+        inputs: Sequence[str],
+        outputs: Sequence[str] | int = 1,
+        domain: str = "",
+        **attributes: object,
+    ) -> str:
+        if isinstance(outputs, int):
+            outputs = [self.fresh(op_type.lower()) for _ in range(outputs)]
+        self.nodes.append(
+            helper.make_node(
+                op_type, list(inputs), list(outputs), name=self.fresh(op_type), domain=domain, **attributes
+            )
+        )
+        return outputs[0]
+
+    def op_multi(self, op_type: str, inputs: Sequence[str], count: int, **attributes: object) -> list[str]:
+        outputs = [self.fresh(op_type.lower()) for _ in range(count)]
+        self.op(op_type, inputs, outputs=outputs, **attributes)
+        return outputs
+
+    def graph(self, initializers: Sequence[TensorProto] = ()) -> GraphProto:
+        return helper.make_graph(
+            self.nodes,
+            self.name,
+            self.inputs,
+            self.outputs,
+            initializer=[*self.constants, *initializers],
+        )
+
+    # Shorthands for the few ops the transformer code uses over and over.
+    def matmul(self, a: str, b: str) -> str:
+        return self.op("MatMul", [a, b])
+
+    def add(self, a: str, b: str) -> str:
+        return self.op("Add", [a, b])
+
+    def mul(self, a: str, b: str) -> str:
+        return self.op("Mul", [a, b])
+
+    def reshape(self, value: str, shape: Sequence[int]) -> str:
+        return self.op("Reshape", [value, self.const(np.array(shape, dtype=np.int64), "shape")])
+
+    def transpose(self, value: str, perm: Sequence[int]) -> str:
+        return self.op("Transpose", [value], perm=list(perm))
+
+
+FLOAT = TensorProto.FLOAT
+INT32 = TensorProto.INT32
+INT64 = TensorProto.INT64
+STRING = TensorProto.STRING
+EXTENSIONS_DOMAIN = "ai.onnx.contrib"
+BOOL = TensorProto.BOOL
+
+
+def i64(*values: int) -> np.ndarray:
+    """A 1-D int64 array, the type every shape/index input of ONNX wants."""
+    return np.array(values, dtype=np.int64)

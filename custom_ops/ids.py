@@ -1,0 +1,96 @@
+"""Id-side building blocks: remap tables and ragged → padded batches with masks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .builder import BOOL, INT32, INT64, GraphBuilder, i64
+
+
+def remap(b: GraphBuilder, ids: str, table: np.ndarray, name: str) -> str:
+    """``table[ids]``: e.g. SentencePiece ids → model vocabulary ids."""
+    return b.op("Gather", [b.derived(name, table), ids])
+
+
+def ragged_to_padded(
+    b: GraphBuilder,
+    values: str,
+    row_splits: str,
+    prefix: str,
+    has_prefix: str,
+    *,
+    suffix_id: int,
+    pad_id: int,
+    max_length: int,
+) -> tuple[str, str]:
+    """Build ``[prefix?] + row[:room] + [suffix]``, right-padded, from a ragged batch.
+
+    ``values`` (int, flat) and ``row_splits`` (int64 [N+1]) are a ragged batch as the
+    SentencePiece op returns it; ``prefix`` (int64 [N]) is an optional first token per row,
+    present where ``has_prefix`` (bool [N]). Rows longer than ``max_length`` are cut at the end
+    before the suffix is added, as HF's ``truncation=True`` does. Returns int32 ids and an int32
+    attention mask, both [N, width] with width the longest row.
+    """
+    starts = b.op("Slice", [row_splits, b.const(i64(0)), b.const(i64(-1))])
+    ends = b.op("Slice", [row_splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))])
+    lengths = b.op("Sub", [ends, starts])
+    prefix_count = b.op("Cast", [has_prefix], to=INT64)
+    kept = b.op("Min", [b.add(lengths, prefix_count), b.const(i64(max_length - 1))])  # tokens before the suffix
+    width = b.op("ReduceMax", [b.op("Concat", [b.add(kept, b.const(i64(1))), b.const(i64(1))], axis=0)], keepdims=1)
+    column = b.op(
+        "Unsqueeze",
+        [b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [width]), b.const(np.int64(1))]), b.const(i64(0))],
+    )  # [1, W]
+
+    def per_row(value: str) -> str:
+        return b.op("Unsqueeze", [value, b.const(i64(1))])  # [N] → [N, 1]
+
+    # Gather the row's own tokens; pad `values` by one so an empty batch still has something to gather.
+    values64 = b.op("Concat", [b.op("Cast", [values], to=INT64), b.const(i64(pad_id))], axis=0)
+    last = b.op("Sub", [b.op("Shape", [values64]), b.const(i64(1))])
+    position = b.add(per_row(starts), b.op("Sub", [column, per_row(prefix_count)]))
+    position = b.op("Max", [b.op("Min", [position, last]), b.const(i64(0))])
+    tokens = b.op("Gather", [values64, position])
+    is_prefix = b.op("And", [b.op("Equal", [column, b.const(i64(0))]), per_row(has_prefix)])
+    tokens = b.op("Where", [is_prefix, per_row(prefix), tokens])
+    kept_col = per_row(kept)
+    tokens = b.op("Where", [b.op("Equal", [column, kept_col]), b.const(i64(suffix_id)), tokens])
+    inside = b.op("LessOrEqual", [column, kept_col])
+    tokens = b.op("Where", [inside, tokens, b.const(i64(pad_id))])
+    return b.op("Cast", [tokens], to=INT32), b.op("Cast", [inside], to=INT32)
+
+
+def collapse_marked_runs(
+    b: GraphBuilder, values: str, row_splits: str, marked: str, replacement: int
+) -> tuple[str, str]:
+    """In a ragged batch, replace every run of ≥ 2 adjacent marked tokens by one ``replacement``.
+
+    Runs never cross rows. A single marked token is kept as it is. Returns the new flat values
+    and row splits.
+    """
+    count = b.op("Shape", [values])
+    no = b.const(np.array([False]))
+    previous = b.op("Slice", [b.op("Concat", [no, marked], axis=0), b.const(i64(0)), count])
+    following = b.op("Slice", [b.op("Concat", [marked, no], axis=0), b.const(i64(1)), b.add(count, b.const(i64(1)))])
+    # Row starts as a flag per position (one slot more so an empty last row has somewhere to land).
+    flags = b.op("ConstantOfShape", [b.add(count, b.const(i64(1)))], value=_int64_tensor(0))
+    starts = b.op("Slice", [row_splits, b.const(i64(0)), b.const(i64(-1))])
+    flags = b.op("ScatterElements", [flags, starts, b.op("Expand", [b.const(i64(1)), b.op("Shape", [starts])])])
+    is_start = b.op("Cast", [flags], to=BOOL)
+    starts_here = b.op("Slice", [is_start, b.const(i64(0)), count])
+    starts_next = b.op("Slice", [is_start, b.const(i64(1)), b.add(count, b.const(i64(1)))])
+    joins_previous = b.op("And", [marked, b.op("And", [previous, b.op("Not", [starts_here])])])
+    joins_next = b.op("And", [marked, b.op("And", [following, b.op("Not", [starts_next])])])
+    replaced = b.op("Where", [joins_next, b.op("CastLike", [b.const(i64(replacement)), values]), values])
+    keep = b.op("Not", [joins_previous])
+    compact = b.op("Compress", [replaced, keep], axis=0)
+    kept_before = b.op("CumSum", [b.op("Cast", [keep], to=INT64), b.const(np.int64(0))], exclusive=1)
+    total = b.op("ReduceSum", [b.op("Cast", [keep], to=INT64)], keepdims=1)
+    new_splits = b.op("Gather", [b.op("Concat", [kept_before, total], axis=0), row_splits])
+    return compact, new_splits
+
+
+def _int64_tensor(value: int):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.array([value], dtype=np.int64))

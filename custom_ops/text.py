@@ -1,0 +1,74 @@
+"""String-side building blocks on onnxruntime-extensions ops (domain ``ai.onnx.contrib``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .builder import EXTENSIONS_DOMAIN, INT64, GraphBuilder
+
+# Python's str.strip() removes Unicode White_Space; RE2's \s is ASCII only, so list the rest.
+_WHITESPACE = r"[\s\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{1c}-\x{1f}]"
+
+
+def regex_replace(b: GraphBuilder, text: str, pattern: str, rewrite: str, replace_all: bool = True) -> str:
+    """RE2 replace on every string of ``text``; ``rewrite`` may use ``\\1`` groups."""
+    return b.op(
+        "StringRegexReplace",
+        [
+            text,
+            b.const(np.array([pattern], dtype=object), "pattern"),
+            b.const(np.array([rewrite], dtype=object), "rewrite"),
+        ],
+        domain=EXTENSIONS_DOMAIN,
+        global_replace=int(replace_all),
+    )
+
+
+def split_language_token(b: GraphBuilder, text: str) -> tuple[str, str]:
+    """``">>cmn_Hans<< Hi"`` → (``">>cmn_Hans<<"``, ``" Hi"``); no token → (``""``, text).
+
+    Mirrors MarianTokenizer.remove_language_code: the text must start with ``>>`` and the token
+    ends at the first ``<<``.
+    """
+    code = regex_replace(b, text, r"(?s)^(>>.*?<<)?.*$", r"\1", replace_all=False)
+    rest = regex_replace(b, text, r"(?s)^>>.*?<<", "", replace_all=False)
+    return code, rest
+
+
+def lookup_tokens(b: GraphBuilder, tokens: str, vocabulary: dict[str, int], unknown_id: int) -> str:
+    """Whole strings → ids (int64, same shape); strings not in ``vocabulary`` → ``unknown_id``."""
+    lines = "\n".join(f"{token}\t{index}" for token, index in vocabulary.items())
+    ids = b.op("StringToVector", [tokens], domain=EXTENSIONS_DOMAIN, map=lines, unk=str(unknown_id))
+    return b.op("Squeeze", [ids, b.const(np.array([-1], dtype=np.int64))])
+
+
+def is_nonempty(b: GraphBuilder, text: str) -> str:
+    """bool per string: length > 0."""
+    length = b.op("StringLength", [text], domain=EXTENSIONS_DOMAIN)
+    return b.op("Greater", [length, b.const(np.int64(0))])
+
+
+def join_pieces(b: GraphBuilder, pieces: str, axis: int) -> str:
+    """Concatenate strings along ``axis`` (removing it)."""
+    return b.op(
+        "StringJoin",
+        [pieces, b.const(np.array("", dtype=object), "separator"), b.const(np.int64(axis), "axis")],
+        domain=EXTENSIONS_DOMAIN,
+    )
+
+
+def sentencepiece_to_text(b: GraphBuilder, joined_pieces: str) -> str:
+    """What SentencePiece decoding + MarianTokenizer do to joined pieces: ``▁`` → space, then strip."""
+    spaced = regex_replace(b, joined_pieces, "\u2581", " ")
+    return regex_replace(b, spaced, rf"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
+
+
+__all__ = [
+    "INT64",
+    "is_nonempty",
+    "join_pieces",
+    "lookup_tokens",
+    "regex_replace",
+    "sentencepiece_to_text",
+    "split_language_token",
+]

@@ -1,0 +1,163 @@
+"""Put subgraphs, weights and the search node together into one ModelProto.
+
+Every weight is stored exactly once: a weight read by one subgraph becomes that subgraph's
+initializer (so ORT can still constant-fold and fuse around it), a weight read by both (the
+tied embedding table, the decoder layers that the 3-input encoder form also runs) moves to the
+outer graph, from where the subgraphs read it as an implicit input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+from onnx import GraphProto, ModelProto, TensorProto, helper, numpy_helper
+
+from custom_ops.builder import EXTENSIONS_DOMAIN, FLOAT, INT32, MS_DOMAIN, OPSET, STRING, GraphBuilder
+
+from ._search import ID_INPUTS, id_level_io, parameter_defaults, search_node, trim_sequences
+from ._spec import ModelSpec
+from ._subgraphs import build_decoder_graph, build_encoder_graph
+from ._tokenizer_graphs import MarianVocabulary, add_detokenizer, add_tokenizer
+
+TEXT_INPUT = "text"
+TEXT_OUTPUT = "translation"
+
+IR_VERSION = 8  # opset 17's IR version: loadable by ORT releases back to 1.13
+
+
+def _weight_values(spec: ModelSpec, builders: Sequence[GraphBuilder]) -> dict[str, np.ndarray]:
+    values: dict[str, np.ndarray] = {}
+    for builder in builders:
+        for name in builder.weights_used:
+            values[name] = spec.weights[name]
+        for name, array in builder.derived_weights.items():
+            if name in values and not np.array_equal(values[name], array, equal_nan=True):
+                raise ValueError(f"derived weight {name} differs between subgraphs")
+            values[name] = array
+    return values
+
+
+def place_weights(spec: ModelSpec, parts: Sequence[tuple[GraphProto, GraphBuilder]]) -> list[TensorProto]:
+    """Attach single-use weights to their subgraph; return the shared ones for the outer graph."""
+    builders = [builder for _, builder in parts]
+    values = _weight_values(spec, builders)
+    usage = Counter(name for b in builders for name in {*b.weights_used, *b.derived_weights})
+    outer: list[TensorProto] = []
+    for name in sorted(values):
+        tensor = numpy_helper.from_array(values[name], name)
+        if usage[name] > 1:
+            outer.append(tensor)
+            continue
+        for graph, builder in parts:
+            if name in builder.weights_used or name in builder.derived_weights:
+                graph.initializer.append(tensor)
+    return outer
+
+
+def metadata(spec: ModelSpec, interface: str) -> dict[str, str]:
+    from . import __version__
+
+    defaults = {name: value.item() for name, value in parameter_defaults(spec).items()}
+    defaults |= {
+        "early_stopping": spec.generation.early_stopping,
+        "no_repeat_ngram_size": spec.generation.no_repeat_ngram_size,
+        "bad_token_ids": list(spec.generation.bad_token_ids),
+    }
+    return {
+        "graphgen.version": __version__,
+        "graphgen.source": spec.source,
+        "graphgen.architecture": spec.architecture,
+        "graphgen.interface": interface,
+        "graphgen.generation_defaults": json.dumps(defaults, sort_keys=True),
+        "graphgen.custom_op_domains": json.dumps([MS_DOMAIN]),
+        "graphgen.max_positions": str(spec.max_positions),
+        "graphgen.special_ids": json.dumps(
+            {"pad": spec.pad_token_id, "eos": spec.eos_token_id, "decoder_start": spec.decoder_start_token_id}
+        ),
+    }
+
+
+def make_model(graph: GraphProto, props: dict[str, str], domains: Sequence[tuple[str, int]] = ()) -> ModelProto:
+    opsets = [helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)]
+    opsets += [helper.make_opsetid(domain, version) for domain, version in domains]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="graphgen")
+    model.ir_version = IR_VERSION
+    helper.set_model_props(model, props)
+    return model
+
+
+def build_id_model(spec: ModelSpec) -> ModelProto:
+    """ids in, ids out: the BeamSearch node over the encoder and decoder subgraphs."""
+    encoder = build_encoder_graph(spec)
+    decoder = build_decoder_graph(spec)
+    outer_weights = place_weights(spec, [encoder, decoder])
+    node, extras = search_node(spec, encoder[0], decoder[0])
+    inputs, defaults, outputs = id_level_io(spec)
+    trim = trim_sequences(spec)
+    graph = helper.make_graph(
+        [node, *trim.nodes],
+        "graphgen",
+        inputs,
+        outputs,
+        initializer=[*defaults, *extras, *trim.constants, *outer_weights],
+    )
+    return make_model(graph, metadata(spec, "ids"))
+
+
+def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary) -> ModelProto:
+    """strings in, strings out: tokenizer → BeamSearch → detokenizer in one graph."""
+    encoder = build_encoder_graph(spec)
+    decoder = build_decoder_graph(spec)
+    outer_weights = place_weights(spec, [encoder, decoder])
+    node, extras = search_node(spec, encoder[0], decoder[0])
+    id_inputs, defaults, id_outputs = id_level_io(spec)
+
+    pre = GraphBuilder("tokenizer")
+    ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id)
+    pre.op("Identity", [ids], outputs=["input_ids"])
+    pre.op("Identity", [mask], outputs=["attention_mask"])
+    trim = trim_sequences(spec)
+    post = GraphBuilder("detokenizer")
+    post.op("Identity", [add_detokenizer(post, "sequences", vocabulary)], outputs=[TEXT_OUTPUT])
+
+    inputs = [helper.make_tensor_value_info(TEXT_INPUT, STRING, ["batch"]), *id_inputs[len(ID_INPUTS) :]]
+    outputs = [helper.make_tensor_value_info(TEXT_OUTPUT, STRING, ["batch", "num_return_sequences"]), *id_outputs]
+    side_tables = [
+        numpy_helper.from_array(array, name) for b in (pre, post) for name, array in b.derived_weights.items()
+    ]
+    graph = helper.make_graph(
+        [*pre.nodes, node, *trim.nodes, *post.nodes],
+        "graphgen",
+        inputs,
+        outputs,
+        initializer=[
+            *defaults,
+            *extras,
+            *pre.constants,
+            *trim.constants,
+            *post.constants,
+            *side_tables,
+            *outer_weights,
+        ],
+    )
+    props = metadata(spec, "text")
+    props["graphgen.custom_op_domains"] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
+    return make_model(graph, props, domains=[(EXTENSIONS_DOMAIN, 1)])
+
+
+def standalone_subgraph(spec: ModelSpec, part: tuple[GraphProto, GraphBuilder]) -> ModelProto:
+    """A subgraph as a model of its own (all weights inside, outer values as inputs), for tests."""
+    graph, builder = part
+    standalone = GraphProto()
+    standalone.CopyFrom(graph)
+    for name, array in _weight_values(spec, [builder]).items():
+        standalone.initializer.append(numpy_helper.from_array(array, name))
+    for name in sorted(builder.outer_used):
+        standalone.input.append(helper.make_tensor_value_info(name, INT32, [1]))
+    return make_model(standalone, {})
+
+
+__all__ = ["FLOAT", "build_id_model", "build_text_model", "place_weights", "standalone_subgraph"]

@@ -1,0 +1,61 @@
+"""The export pipeline: load → build subgraphs → search node → assemble → save.
+
+Each stage lives in its own module; this one only runs them in order and reports progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._assemble import build_id_model, build_text_model
+from ._load import check_tokenizer_files, load_checkpoint
+from ._save import check_output_path, save_model
+from ._tokenizer_graphs import load_vocabulary
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ExportResult:
+    files: list[Path]
+    seconds: float
+    interface: str
+
+
+def export(
+    model: str | Path,
+    output: str | Path,
+    *,
+    tokenizer: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> ExportResult:
+    """Export ``model`` (checkpoint directory or hub id) to one ONNX file at ``output``.
+
+    By default the graph takes and returns strings (tokenizer and detokenizer inside; needs
+    onnxruntime-extensions at run time). With ``tokenizer=False`` it takes and returns token ids,
+    which ORT builds without the extensions library can run.
+    """
+    report = progress or log.info
+    started = time.perf_counter()
+    path = check_output_path(Path(output))
+    report(f"loading {model}")
+    checkpoint = load_checkpoint(model)
+    vocabulary = None
+    if tokenizer:
+        check_tokenizer_files(checkpoint.directory)
+        vocabulary = load_vocabulary(checkpoint.directory)
+    spec = checkpoint.spec
+    report(
+        f"building graphs: {spec.architecture}, {spec.encoder_layers}+{spec.decoder_layers} layers, "
+        f"d_model {spec.d_model}, vocab {spec.target_vocab_size}"
+    )
+    onnx_model = build_id_model(spec) if vocabulary is None else build_text_model(spec, vocabulary)
+    report(f"saving {path}")
+    files = save_model(onnx_model, path)
+    seconds = time.perf_counter() - started
+    report(f"wrote {', '.join(str(f) for f in files)} in {seconds:.1f}s")
+    return ExportResult(files=files, seconds=seconds, interface="ids" if vocabulary is None else "text")

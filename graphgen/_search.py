@@ -1,0 +1,129 @@
+"""The BeamSearch node and the outer graph's inputs, each with a default from the checkpoint.
+
+A graph input that has an initializer of the same name is optional in ONNX: a caller may pass
+only the ids and get the checkpoint's generation defaults.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import GraphProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
+
+from custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBuilder
+
+from ._spec import ModelSpec
+
+# (name, dtype) of the op's scalar inputs, in the op's input order after input_ids.
+SEARCH_PARAMETERS = (
+    ("max_length", np.int32),
+    ("min_length", np.int32),
+    ("num_beams", np.int32),
+    ("num_return_sequences", np.int32),
+    ("length_penalty", np.float32),
+    ("repetition_penalty", np.float32),
+)
+
+ID_INPUTS = ("input_ids", "attention_mask")
+ID_OUTPUTS = ("sequences", "sequence_scores")
+RAW_SEQUENCES = "search_sequences"
+
+
+def trim_sequences(spec: ModelSpec) -> GraphBuilder:
+    """Nodes cutting the op's ``[batch, beams, max_length]`` output to the longest hypothesis.
+
+    ORT pads every hypothesis with ``pad`` up to ``max_length`` (512 for opus-mt); the length
+    kept is one past the last non-pad position of any hypothesis.
+    """
+    b = GraphBuilder("trim")
+    is_token = b.op(
+        "Cast", [b.op("Not", [b.op("Equal", [RAW_SEQUENCES, b.const(np.int32(spec.pad_token_id))])])], to=INT64
+    )
+    width = b.op("Gather", [b.op("Shape", [RAW_SEQUENCES]), b.const(np.array([2], dtype=np.int64))])
+    positions = b.op(
+        "Range",
+        [b.const(np.int64(1)), b.op("Add", [b.op("Squeeze", [width]), b.const(np.int64(1))]), b.const(np.int64(1))],
+    )
+    last = b.op("ReduceMax", [b.op("Mul", [is_token, positions])], keepdims=0)
+    length = b.op(
+        "Max",
+        [b.op("Unsqueeze", [last, b.const(np.array([0], dtype=np.int64))]), b.const(np.array([1], dtype=np.int64))],
+    )
+    b.op(
+        "Slice",
+        [RAW_SEQUENCES, b.const(np.array([0], dtype=np.int64)), length, b.const(np.array([2], dtype=np.int64))],
+        outputs=["sequences"],
+    )
+    return b
+
+
+def parameter_defaults(spec: ModelSpec) -> dict[str, np.ndarray]:
+    g = spec.generation
+    values = {
+        "max_length": g.max_length,
+        "min_length": g.min_length,
+        "num_beams": g.num_beams,
+        "num_return_sequences": g.num_return_sequences,
+        "length_penalty": g.length_penalty,
+        "repetition_penalty": g.repetition_penalty,
+    }
+    return {name: np.array([values[name]], dtype=dtype) for name, dtype in SEARCH_PARAMETERS}
+
+
+def search_node(spec: ModelSpec, encoder: GraphProto, decoder: GraphProto) -> tuple[NodeProto, list[TensorProto]]:
+    """The BeamSearch node plus the small constants it needs (returned as initializers)."""
+    extra: list[TensorProto] = []
+    # When HF renormalises, min_length and banned tokens are applied inside the subgraphs
+    # (before the softmax); ORT's own versions must then stay off.
+    min_length = "min_length"
+    vocab_mask = ""
+    if spec.renormalize_logits:
+        min_length = "search_min_length_off"
+        extra.append(numpy_helper.from_array(np.array([0], dtype=np.int32), min_length))
+    elif spec.generation.bad_token_ids:
+        vocab_mask = "search_vocab_mask"
+        mask = np.ones(spec.target_vocab_size, dtype=np.int32)
+        mask[list(spec.generation.bad_token_ids)] = 0
+        extra.append(numpy_helper.from_array(mask, vocab_mask))
+    inputs = [
+        "input_ids",
+        "max_length",
+        min_length,
+        "num_beams",
+        "num_return_sequences",
+        "length_penalty",
+        "repetition_penalty",
+        vocab_mask,
+        "",  # prefix_vocab_mask
+        "attention_mask",  # explicit: without it ORT only masks *leading* pads
+    ]
+    node = helper.make_node(
+        "BeamSearch",
+        inputs,
+        [RAW_SEQUENCES, "sequence_scores"],
+        name="beam_search",
+        domain=MS_DOMAIN,
+        eos_token_id=spec.eos_token_id,
+        pad_token_id=spec.pad_token_id,
+        decoder_start_token_id=spec.decoder_start_token_id,
+        no_repeat_ngram_size=spec.generation.no_repeat_ngram_size,
+        early_stopping=int(spec.generation.early_stopping),
+        model_type=1,
+        encoder=encoder,
+        decoder=decoder,
+    )
+    return node, extra
+
+
+def id_level_io(spec: ModelSpec) -> tuple[list[ValueInfoProto], list[TensorProto], list[ValueInfoProto]]:
+    """Graph inputs (ids + optional search parameters), their default initializers, graph outputs."""
+    inputs = [helper.make_tensor_value_info(name, INT32, ["batch", "source"]) for name in ID_INPUTS]
+    defaults = []
+    for name, value in parameter_defaults(spec).items():
+        elem = INT32 if value.dtype == np.int32 else FLOAT
+        inputs.append(helper.make_tensor_value_info(name, elem, [1]))
+        defaults.append(numpy_helper.from_array(value, name))
+    outputs = [
+        helper.make_tensor_value_info("sequences", INT32, ["batch", "num_return_sequences", "length"]),
+        helper.make_tensor_value_info("sequence_scores", FLOAT, ["batch", "num_return_sequences"]),
+    ]
+    return inputs, defaults, outputs

@@ -1,0 +1,251 @@
+"""Encoder and KV-cached decoder subgraphs in the form ORT's BeamSearch op (model_type=1) runs.
+
+The encoder subgraph uses the op's 3-input form: it encodes the source *and* runs the first
+decoder step, returning that step's logits, the self-attention caches of length 1 and the
+cross-attention caches. The decoder subgraph then runs one token per call. Both are written
+from the weights, op by op, so no exporter version can change what they contain.
+
+Three HF logits processors are applied inside the subgraphs, before ORT's log-softmax, because
+ORT applies its own versions after the log-softmax without renormalising (see
+``shared/brief/engineering-notes.md``): banned tokens (``bad_words_ids``), ``min_length`` and
+``forced_eos_token_id``. Banning a token by a ``-inf`` logit before the softmax gives exactly
+HF's ``renormalize_logits=True`` scores.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import GraphProto
+
+from custom_ops.builder import FLOAT, INT32, GraphBuilder
+
+from ._spec import ModelSpec
+
+NEG_INF = np.float32(-np.inf)
+MASKED = np.float32(np.finfo(np.float32).min)
+
+# Names of the BeamSearch op's graph-level inputs that the subgraphs read from the outer scope.
+MIN_LENGTH_INPUT = "min_length"
+MAX_LENGTH_INPUT = "max_length"
+
+
+def sinusoidal_positions(count: int, dim: int) -> np.ndarray:
+    """Marian's table: sines in the first half of each row, cosines in the second."""
+    exponents = 2 * (np.arange(dim) // 2) / dim
+    angles = np.arange(count)[:, None] / np.power(10000, exponents)[None, :]
+    half = dim // 2 + dim % 2
+    table = np.zeros((count, dim), dtype=np.float32)
+    table[:, :half] = np.sin(angles[:, 0::2])
+    table[:, half:] = np.cos(angles[:, 1::2])
+    return table
+
+
+class _Transformer:
+    """The layer code both subgraphs share; one instance per subgraph being built."""
+
+    def __init__(self, b: GraphBuilder, spec: ModelSpec) -> None:
+        self.b = b
+        self.spec = spec
+
+    def w(self, name: str) -> str:
+        """A weight reference by the name it is stored under (tied tables resolve to one)."""
+        return self.b.weight(self.spec.weight_name(name))
+
+    def linear(self, x: str, prefix: str) -> str:
+        return self.b.add(self.b.matmul(x, self.w(f"{prefix}.weight")), self.w(f"{prefix}.bias"))
+
+    def layer_norm(self, x: str, prefix: str) -> str:
+        b = self.b
+        return b.op(
+            "LayerNormalization",
+            [x, self.w(f"{prefix}.weight"), self.w(f"{prefix}.bias")],
+            axis=-1,
+            epsilon=self.spec.layer_norm_eps,
+        )
+
+    def activation(self, x: str) -> str:
+        b, kind = self.b, self.spec.activation
+        if kind == "relu":
+            return b.op("Relu", [x])
+        if kind in ("swish", "silu"):
+            return b.mul(x, b.op("Sigmoid", [x]))
+        if kind == "gelu":  # exact erf form, as torch's default GELU
+            inner = b.op("Erf", [b.mul(x, b.const(np.float32(1 / np.sqrt(2))))])
+            return b.mul(b.mul(x, b.const(np.float32(0.5))), b.add(inner, b.const(np.float32(1.0))))
+        if kind == "gelu_new":  # tanh approximation
+            cube = b.mul(b.const(np.float32(0.044715)), b.op("Pow", [x, b.const(np.float32(3.0))]))
+            inner = b.op("Tanh", [b.mul(b.const(np.float32(np.sqrt(2 / np.pi))), b.add(x, cube))])
+            return b.mul(b.mul(x, b.const(np.float32(0.5))), b.add(inner, b.const(np.float32(1.0))))
+        raise ValueError(f"unsupported activation {kind}")
+
+    def split_heads(self, x: str, heads: int) -> str:
+        """[B, T, D] → [B, H, T, D/H]."""
+        head_dim = self.spec.d_model // heads
+        return self.b.transpose(self.b.reshape(x, [0, -1, heads, head_dim]), [0, 2, 1, 3])
+
+    def merge_heads(self, x: str) -> str:
+        return self.b.reshape(self.b.transpose(x, [0, 2, 1, 3]), [0, -1, self.spec.d_model])
+
+    def attend(self, q: str, k: str, v: str, heads: int, bias: str | None) -> str:
+        b = self.b
+        scale = np.float32((self.spec.d_model // heads) ** -0.5)
+        scores = b.mul(b.matmul(q, b.transpose(k, [0, 1, 3, 2])), b.const(scale, "scaling"))
+        if bias is not None:
+            scores = b.add(scores, bias)
+        return self.merge_heads(b.matmul(b.op("Softmax", [scores], axis=-1), v))
+
+    def padding_bias(self, attention_mask: str) -> str:
+        """int32 [B, S] mask → additive float [B, 1, 1, S] bias (0 keep, float-min drop)."""
+        b = self.b
+        is_pad = b.op("Equal", [attention_mask, b.const(np.int32(0))])
+        bias = b.op("Where", [is_pad, b.const(MASKED), b.const(np.float32(0.0))])
+        return b.op("Unsqueeze", [bias, b.const(np.array([1, 2], dtype=np.int64))])
+
+    def embed(self, ids: str, table: str, positions: str) -> str:
+        b = self.b
+        tokens = b.op("Gather", [self.w(table), ids])
+        if self.spec.embed_scale != 1.0:
+            tokens = b.mul(tokens, b.const(np.float32(self.spec.embed_scale), "embed_scale"))
+        return b.add(tokens, positions)
+
+    def encoder(self, input_ids: str, bias: str) -> str:
+        b, spec = self.b, self.spec
+        length = b.op("Gather", [b.op("Shape", [input_ids]), b.const(np.array([1], dtype=np.int64))])
+        positions = b.op("Slice", [self.w("positions"), b.const(np.array([0], dtype=np.int64)), length])
+        x = self.embed(input_ids, "encoder.embed_tokens", positions)
+        for index in range(spec.encoder_layers):
+            prefix = f"encoder.layers.{index}"
+            heads = spec.encoder_heads
+            q, k, v = (self.split_heads(self.linear(x, f"{prefix}.self_attn.{p}"), heads) for p in "qkv")
+            attended = self.linear(self.attend(q, k, v, heads, bias), f"{prefix}.self_attn.out")
+            x = self.layer_norm(b.add(x, attended), f"{prefix}.self_attn_layer_norm")
+            hidden = self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
+            x = self.layer_norm(b.add(x, hidden), f"{prefix}.final_layer_norm")
+        return x
+
+    def cross_caches(self, encoder_states: str) -> list[tuple[str, str]]:
+        heads = self.spec.decoder_heads
+        caches = []
+        for index in range(self.spec.decoder_layers):
+            prefix = f"decoder.layers.{index}.encoder_attn"
+            key = self.split_heads(self.linear(encoder_states, f"{prefix}.k"), heads)
+            value = self.split_heads(self.linear(encoder_states, f"{prefix}.v"), heads)
+            caches.append((key, value))
+        return caches
+
+    def decoder_step(
+        self,
+        input_ids: str,
+        past_length: str,
+        past_self: list[tuple[str, str]] | None,
+        cross: list[tuple[str, str]],
+        bias: str,
+    ) -> tuple[str, list[tuple[str, str]]]:
+        """One decoding step for ``input_ids`` [B, 1]; returns logits [B, 1, V] and the new self caches."""
+        b, spec = self.b, self.spec
+        heads = spec.decoder_heads
+        position = b.op("Gather", [self.w("positions"), past_length])
+        x = self.embed(input_ids, "decoder.embed_tokens", position)
+        presents = []
+        for index in range(spec.decoder_layers):
+            prefix = f"decoder.layers.{index}"
+            q, k, v = (self.split_heads(self.linear(x, f"{prefix}.self_attn.{p}"), heads) for p in "qkv")
+            if past_self is not None:
+                k = b.op("Concat", [past_self[index][0], k], axis=2)
+                v = b.op("Concat", [past_self[index][1], v], axis=2)
+            presents.append((k, v))
+            attended = self.linear(self.attend(q, k, v, heads, None), f"{prefix}.self_attn.out")
+            x = self.layer_norm(b.add(x, attended), f"{prefix}.self_attn_layer_norm")
+            q = self.split_heads(self.linear(x, f"{prefix}.encoder_attn.q"), heads)
+            attended = self.linear(
+                self.attend(q, cross[index][0], cross[index][1], heads, bias), f"{prefix}.encoder_attn.out"
+            )
+            x = self.layer_norm(b.add(x, attended), f"{prefix}.encoder_attn_layer_norm")
+            hidden = self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
+            x = self.layer_norm(b.add(x, hidden), f"{prefix}.final_layer_norm")
+        return self.logits(x, b.op("Add", [past_length, b.const(np.array([1], dtype=np.int64))])), presents
+
+    def logits(self, hidden: str, current_length: str) -> str:
+        """Output projection with the bias and the in-graph logits processors.
+
+        ``current_length`` is the length of the sequence generated so far, decoder start included,
+        which is what HF's processors compare against ``min_length`` and ``max_length``.
+        """
+        b, spec = self.b, self.spec
+        flat = b.reshape(hidden, [-1, spec.d_model])
+        bias = b.derived("logits_bias", logits_bias(spec))
+        logits = b.op("Gemm", [flat, self.w("lm_head.weight"), bias], transB=1)
+        if spec.renormalize_logits or spec.forced_eos:
+            is_eos = np.arange(spec.target_vocab_size) == spec.eos_token_id
+            eos_column = b.const(is_eos, "is_eos")
+            length32 = b.op("Cast", [current_length], to=INT32)
+            if spec.renormalize_logits:
+                too_short = b.op("Less", [length32, b.outer(MIN_LENGTH_INPUT)])
+                logits = b.op("Where", [b.op("And", [eos_column, too_short]), b.const(NEG_INF), logits])
+            if spec.forced_eos:
+                last = b.op("Sub", [b.outer(MAX_LENGTH_INPUT), b.const(np.array([1], dtype=np.int32))])
+                at_last = b.op("Equal", [length32, last])
+                others = b.op("Not", [eos_column])
+                logits = b.op("Where", [b.op("And", [others, at_last]), b.const(NEG_INF), logits])
+        return b.reshape(logits, [-1, 1, spec.target_vocab_size])
+
+
+def logits_bias(spec: ModelSpec) -> np.ndarray:
+    """``final_logits_bias`` with ``-inf`` on banned tokens when HF renormalises after banning."""
+    bias = spec.weight("final_logits_bias").reshape(-1).astype(np.float32).copy()
+    if spec.renormalize_logits:
+        bias[list(spec.generation.bad_token_ids)] = NEG_INF
+    return bias
+
+
+def _cache_shape(spec: ModelSpec, length: str | int) -> list[int | str]:
+    heads = spec.decoder_heads
+    return ["batch", heads, length, spec.d_model // heads]
+
+
+def build_encoder_graph(spec: ModelSpec) -> tuple[GraphProto, GraphBuilder]:
+    """Encoder + first decoder step (the BeamSearch op's 3-input encoder form)."""
+    b = GraphBuilder("encoder")
+    t = _Transformer(b, spec)
+    input_ids = b.input("encoder_input_ids", INT32, ["batch", "source"])
+    mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
+    decoder_ids = b.input("decoder_input_ids", INT32, ["batch", 1])
+    bias = t.padding_bias(mask)
+    states = t.encoder(input_ids, bias)
+    cross = t.cross_caches(states)
+    logits, presents = t.decoder_step(decoder_ids, b.const(np.array([0], dtype=np.int64)), None, cross, bias)
+    b.output(logits, "logits", FLOAT, ["batch", 1, spec.target_vocab_size])
+    b.output(states, "encoder_hidden_states", FLOAT, ["batch", "source", spec.d_model])
+    for index, (key, value) in enumerate(presents):
+        b.output(key, f"present_key_self_{index}", FLOAT, _cache_shape(spec, 1))
+        b.output(value, f"present_value_self_{index}", FLOAT, _cache_shape(spec, 1))
+    for index, (key, value) in enumerate(cross):
+        b.output(key, f"present_key_cross_{index}", FLOAT, _cache_shape(spec, "source"))
+        b.output(value, f"present_value_cross_{index}", FLOAT, _cache_shape(spec, "source"))
+    return b.graph(), b
+
+
+def build_decoder_graph(spec: ModelSpec) -> tuple[GraphProto, GraphBuilder]:
+    """One KV-cached decoding step."""
+    b = GraphBuilder("decoder")
+    t = _Transformer(b, spec)
+    input_ids = b.input("input_ids", INT32, ["batch", 1])
+    mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
+    past_self, cross = [], []
+    for index in range(spec.decoder_layers):
+        key = b.input(f"past_key_self_{index}", FLOAT, _cache_shape(spec, "past"))
+        value = b.input(f"past_value_self_{index}", FLOAT, _cache_shape(spec, "past"))
+        past_self.append((key, value))
+    for index in range(spec.decoder_layers):
+        key = b.input(f"past_key_cross_{index}", FLOAT, _cache_shape(spec, "source"))
+        value = b.input(f"past_value_cross_{index}", FLOAT, _cache_shape(spec, "source"))
+        cross.append((key, value))
+    past_length = b.op(
+        "Slice", [b.op("Shape", [past_self[0][0]]), *(b.const(np.array([v], dtype=np.int64)) for v in (2, 3))]
+    )
+    logits, presents = t.decoder_step(input_ids, past_length, past_self, cross, t.padding_bias(mask))
+    b.output(logits, "logits", FLOAT, ["batch", 1, spec.target_vocab_size])
+    for index, (key, value) in enumerate(presents):
+        b.output(key, f"present_key_self_{index}", FLOAT, _cache_shape(spec, "past_plus_1"))
+        b.output(value, f"present_value_self_{index}", FLOAT, _cache_shape(spec, "past_plus_1"))
+    return b.graph(), b

@@ -1,0 +1,195 @@
+"""Tokenizer and detokenizer graphs that reproduce MarianTokenizer inside the ONNX file.
+
+Encoding: language token split off → SentencePiece (``source.spm``, its normaliser included) →
+SentencePiece ids remapped to model ids (pieces missing from the vocabulary → ``<unk>``) →
+``[token?] + pieces[:max-1] + [</s>]`` right-padded with an attention mask.
+
+Decoding needs no SentencePiece op: every model id is mapped to its piece string (special
+tokens to ``""``, which is what ``skip_special_tokens=True`` does), pieces are joined per
+hypothesis, ``▁`` becomes a space and the result is stripped — what SentencePiece's
+``decode_pieces`` followed by MarianTokenizer's clean-up produces for models without byte
+fallback or a denormaliser, which the loader checks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from custom_ops import (
+    GraphBuilder,
+    collapse_marked_runs,
+    is_nonempty,
+    join_pieces,
+    lookup_tokens,
+    ragged_to_padded,
+    remap,
+    sentencepiece_to_text,
+    split_language_token,
+)
+from custom_ops.builder import EXTENSIONS_DOMAIN, i64
+
+from ._errors import CheckpointError, UnsupportedModelError
+
+SPECIAL_TOKENS = ("</s>", "<unk>", "<pad>")
+
+
+@dataclass(frozen=True)
+class MarianVocabulary:
+    """What the graphs need from a MarianTokenizer checkpoint's files."""
+
+    source_spm: bytes
+    source_vocab: dict[str, int]  # piece → id fed to the encoder
+    decode_spm: bytes  # the spm HF decodes with: source when shared, target when separate
+    target_vocab: dict[str, int]  # piece → id produced by the decoder
+    max_length: int
+    separate: bool
+
+    @property
+    def unk_id(self) -> int:
+        return self.source_vocab["<unk>"]
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"cannot read {path}: {error}") from error
+
+
+def _check_spm(model: bytes, name: str) -> None:
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    if proto.trainer_spec.byte_fallback:
+        raise UnsupportedModelError(f"{name} uses byte fallback, which the detokenizer graph does not reproduce")
+    if proto.denormalizer_spec.precompiled_charsmap:
+        raise UnsupportedModelError(f"{name} has a denormaliser, which the detokenizer graph does not reproduce")
+
+
+def load_vocabulary(directory: Path) -> MarianVocabulary:
+    config = _json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
+    separate = bool(config.get("separate_vocabs", False))
+    source_vocab = _json(directory / "vocab.json")
+    target_vocab = _json(directory / "target_vocab.json") if separate else source_vocab
+    if "<unk>" not in source_vocab:
+        raise CheckpointError(f"{directory / 'vocab.json'} has no <unk> entry")
+    source_spm = (directory / "source.spm").read_bytes()
+    decode_spm = (directory / "target.spm").read_bytes() if separate else source_spm
+    _check_spm(source_spm, "source.spm")
+    _check_spm(decode_spm, "target.spm" if separate else "source.spm")
+    max_length = int(config.get("model_max_length", 512))
+    return MarianVocabulary(source_spm, source_vocab, decode_spm, target_vocab, max_length, separate)
+
+
+@dataclass(frozen=True)
+class SourceSentencepiece:
+    """The source spm as the graph embeds it, with pieces for unknown-character runs added.
+
+    SentencePiece turns each maximal run of characters it does not know into one unknown piece
+    whose *text* is the run; MarianTokenizer then looks that text up in ``vocab.json``, where a
+    shared vocabulary often has it (a Chinese character from the target side, say). The
+    SentencePiece op only returns ids, so such vocabulary entries are added to the embedded
+    model as user-defined pieces: a run equal to one of them comes out as that piece, and a run
+    that comes out as several pieces is collapsed to one ``<unk>`` in the graph
+    (``collapse_marked_runs``), which is what MarianTokenizer yields for it.
+    """
+
+    model: bytes
+    unk_id: int
+    first_added_id: int
+    to_model_ids: np.ndarray  # spm id (added pieces included) → model id
+
+
+def source_sentencepiece(vocabulary: MarianVocabulary) -> SourceSentencepiece:
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(vocabulary.source_spm)
+    kinds = sentencepiece_model_pb2.ModelProto.SentencePiece
+    known = {char for piece in proto.pieces if piece.type == kinds.NORMAL for char in piece.piece}
+    first_added = len(proto.pieces)
+    existing = {piece.piece for piece in proto.pieces}
+    for text in vocabulary.source_vocab:
+        if text in SPECIAL_TOKENS or text.startswith(">>") or text in existing or any(c in known for c in text):
+            continue
+        added = proto.pieces.add()
+        added.piece, added.score, added.type = text, 0.0, kinds.USER_DEFINED
+    model = proto.SerializeToString()
+    processor = spm.SentencePieceProcessor(model_proto=model)
+    table = np.array(
+        [vocabulary.source_vocab.get(processor.id_to_piece(i), vocabulary.unk_id) for i in range(len(proto.pieces))],
+        dtype=np.int32,
+    )
+    return SourceSentencepiece(model, processor.unk_id(), first_added, table)
+
+
+def id_to_piece_table(vocabulary: MarianVocabulary) -> np.ndarray:
+    """Model id → the text it decodes to before ``▁`` handling; special tokens → ``""``."""
+    size = max(vocabulary.target_vocab.values()) + 1
+    table = np.array([""] * size, dtype=object)
+    for piece, index in vocabulary.target_vocab.items():
+        table[index] = "" if piece in SPECIAL_TOKENS else piece
+    return table
+
+
+def add_tokenizer(
+    b: GraphBuilder, text: str, vocabulary: MarianVocabulary, eos_id: int, pad_id: int
+) -> tuple[str, str]:
+    """Append the encoding nodes; returns int32 ``input_ids`` and ``attention_mask`` value names."""
+    source = source_sentencepiece(vocabulary)
+    code, rest = split_language_token(b, text)
+    codes = {
+        token: index
+        for token, index in vocabulary.source_vocab.items()
+        if token.startswith(">>") and token.endswith("<<")
+    }
+    code_id = lookup_tokens(b, code, codes or {">><<": vocabulary.unk_id}, vocabulary.unk_id)
+    spm_ids, splits = b.op_multi(
+        "SentencepieceTokenizer",
+        [
+            rest,
+            b.const(np.int64(0), "nbest_size"),
+            b.const(np.float32(0.0), "alpha"),
+            b.const(np.bool_(False), "add_bos"),
+            b.const(np.bool_(False), "add_eos"),
+            b.const(np.bool_(False), "reverse"),
+        ],
+        2,
+        domain=EXTENSIONS_DOMAIN,
+        model=source.model,
+    )
+    unknown_run = b.op(
+        "Or",
+        [
+            b.op("Equal", [spm_ids, b.const(np.int32(source.unk_id))]),
+            b.op("GreaterOrEqual", [spm_ids, b.const(np.int32(source.first_added_id))]),
+        ],
+    )
+    model_ids = remap(b, spm_ids, source.to_model_ids, "spm_to_model_ids")
+    model_ids, splits = collapse_marked_runs(b, model_ids, splits, unknown_run, vocabulary.unk_id)
+    return ragged_to_padded(
+        b,
+        model_ids,
+        splits,
+        code_id,
+        is_nonempty(b, code),
+        suffix_id=eos_id,
+        pad_id=pad_id,
+        max_length=vocabulary.max_length,
+    )
+
+
+def add_detokenizer(b: GraphBuilder, sequences: str, vocabulary: MarianVocabulary) -> str:
+    """Append the decoding nodes: int32 ``[batch, beams, length]`` ids → string ``[batch, beams]``."""
+    table = b.derived("id_to_piece", id_to_piece_table(vocabulary))
+    pieces = b.op("Gather", [table, sequences])
+    return sentencepiece_to_text(b, join_pieces(b, pieces, axis=2))
+
+
+__all__ = ["MarianVocabulary", "add_detokenizer", "add_tokenizer", "i64", "load_vocabulary"]

@@ -1,0 +1,131 @@
+"""The ``graphgen`` command line: ``export``, ``translate`` and ``verify``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ._errors import GraphgenError
+
+
+def _export(args: argparse.Namespace) -> int:
+    from ._export import export
+
+    def progress(message: str) -> None:
+        if not args.quiet:
+            print(f"[graphgen] {message}", file=sys.stderr, flush=True)
+
+    export(args.model, args.output, tokenizer=not args.no_tokenizer, progress=progress)
+    return 0
+
+
+def _generation_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("generation (defaults: the checkpoint's generation_config.json)")
+    group.add_argument("--num-beams", type=int, help="beam width; 1 is greedy search")
+    group.add_argument("--num-return-sequences", type=int, help="hypotheses per input (at most --num-beams)")
+    group.add_argument("--max-length", type=int, help="longest output in tokens, decoder start token included")
+    group.add_argument("--min-length", type=int, help="shortest output in tokens, decoder start token included")
+    group.add_argument("--length-penalty", type=float, help="exponent of the length normalisation of beam scores")
+    group.add_argument("--repetition-penalty", type=float, help="penalty on tokens already generated (1.0 is off)")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    names = ("num_beams", "num_return_sequences", "max_length", "min_length", "length_penalty", "repetition_penalty")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def _translate(args: argparse.Namespace) -> int:
+    from ._runtime import Translator
+
+    texts = list(args.text) if args.text else [line.rstrip("\r\n") for line in sys.stdin]
+    translator = Translator(args.model, threads=args.threads)
+    overrides = _overrides(args)
+    try:
+        translator.settings(overrides)
+    except ValueError as error:
+        raise GraphgenError(str(error)) from error
+    for start in range(0, len(texts), args.batch_size):
+        for result in translator.translate(texts[start : start + args.batch_size], **overrides):
+            line = result if isinstance(result, str) else "\t".join(result)
+            print(line.replace("\n", " "), flush=True)
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from ._verify import verify
+
+    ok = verify(
+        args.checkpoint,
+        args.model,
+        sentences_file=args.sentences,
+        batch_size=args.batch_size,
+        limit=args.limit,
+        out=sys.stdout,
+    )
+    return 0 if ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="graphgen", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    export = commands.add_parser(
+        "export",
+        help="export a translation checkpoint to one ONNX file",
+        description="Export a HuggingFace translation checkpoint to one ONNX file in which ONNX Runtime's "
+        "BeamSearch op runs the encoder and a KV-cached decoder. Generation defaults come from the "
+        "checkpoint's generation_config.json and can be overridden per call through the graph's "
+        "optional inputs (max_length, min_length, num_beams, num_return_sequences, length_penalty, "
+        "repetition_penalty).",
+    )
+    export.add_argument("model", help="checkpoint directory, or a hub id such as Helsinki-NLP/opus-mt-en-zh")
+    export.add_argument("-o", "--output", required=True, help="path of the .onnx file to write (written atomically)")
+    export.add_argument(
+        "--no-tokenizer",
+        action="store_true",
+        help="write the id-level graph (int32 input_ids/attention_mask in, sequences out) without the "
+        "tokenizer and detokenizer; for ORT bindings that cannot load onnxruntime-extensions",
+    )
+    export.add_argument("-q", "--quiet", action="store_true", help="print no progress messages")
+    export.set_defaults(run=_export)
+
+    translate = commands.add_parser(
+        "translate",
+        help="translate text with an exported model (no torch needed)",
+        description="Translate each TEXT argument, or each line of standard input when none is given, "
+        "printing one line per input (tab-separated hypotheses when --num-return-sequences > 1).",
+    )
+    translate.add_argument("model", help="a text-level .onnx file written by graphgen export")
+    translate.add_argument("text", nargs="*", help="texts to translate; read from stdin when omitted")
+    translate.add_argument("--batch-size", type=int, default=16, help="texts per session.run (default 16)")
+    translate.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads (default: all cores)")
+    _generation_options(translate)
+    translate.set_defaults(run=_translate)
+
+    verify = commands.add_parser(
+        "verify",
+        help="compare an exported model with HF generate on the same sentences",
+        description="Run HF generate + batch_decode and the exported graph on the same sentences, greedy and "
+        "with the checkpoint's default beam search, and print exact-match counts and the first differences.",
+    )
+    verify.add_argument("checkpoint", help="the checkpoint directory or hub id the model was exported from")
+    verify.add_argument("model", help="the exported .onnx file")
+    verify.add_argument("--sentences", help="file with one sentence per line (a TSV's first column is used)")
+    verify.add_argument("--batch-size", type=int, default=8, help="sentences per batch (default 8)")
+    verify.add_argument("--limit", type=int, help="use only the first N sentences")
+    verify.set_defaults(run=_verify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except GraphgenError as error:
+        print(f"graphgen: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Shared fixtures: the bundled demo checkpoint, tiny random checkpoints, a separate-vocab twin."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO_DIR = REPO / "models" / "demo-en-zh"
+
+
+def demo_test_pairs() -> list[tuple[str, str]]:
+    lines = (DEMO_DIR / "test.tsv").read_text(encoding="utf-8").splitlines()
+    return [tuple(line.split("\t")) for line in lines]  # type: ignore[misc]
+
+
+@pytest.fixture(scope="session")
+def demo_dir() -> Path:
+    return DEMO_DIR
+
+
+def random_marian(directory: Path, seed: int = 0, **overrides: object) -> Path:
+    """A tiny MarianMT with random weights (non-zero logits bias) saved as a checkpoint."""
+    import torch
+    from transformers import GenerationConfig, MarianConfig, MarianMTModel
+
+    settings: dict[str, object] = {
+        "vocab_size": 97,
+        "decoder_vocab_size": 97,
+        "d_model": 32,
+        "encoder_layers": 2,
+        "decoder_layers": 3,
+        "encoder_attention_heads": 4,
+        "decoder_attention_heads": 2,
+        "encoder_ffn_dim": 48,
+        "decoder_ffn_dim": 40,
+        "max_position_embeddings": 64,
+        "activation_function": "swish",
+        "scale_embedding": True,
+        "pad_token_id": 96,
+        "decoder_start_token_id": 96,
+        "eos_token_id": 0,
+        "forced_eos_token_id": 0,
+    }
+    settings.update(overrides)
+    torch.manual_seed(seed)
+    config = MarianConfig(**settings)
+    model = MarianMTModel(config).eval()
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0, 0.5)
+        for parameter in model.parameters():
+            if parameter.dim() == 1:  # biases and norms: make them matter
+                parameter.add_(torch.randn_like(parameter) * 0.1)
+    pad = config.pad_token_id
+    model.generation_config = GenerationConfig(
+        bad_words_ids=[[pad]],
+        decoder_start_token_id=pad,
+        eos_token_id=0,
+        forced_eos_token_id=0,
+        max_length=20,
+        num_beams=3,
+        pad_token_id=pad,
+        renormalize_logits=True,
+    )
+    model.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def separate_vocab_dir(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path) -> Path:
+    """The demo model re-laid as a separate-vocabulary checkpoint with three untied tables.
+
+    Source and target get their own ``vocab.json`` / ``target_vocab.json`` in a different id
+    order, the embeddings are permuted to match and the output projection is perturbed so it is
+    no longer tied. The model therefore still translates like the demo model, which makes its
+    parity tests meaningful, while every separate-vocab code path is exercised.
+    """
+    import torch
+    from transformers import MarianMTModel
+
+    out = tmp_path_factory.mktemp("separate_vocab")
+    model = MarianMTModel.from_pretrained(demo_dir).eval()
+    shared = json.loads((demo_dir / "vocab.json").read_text(encoding="utf-8"))
+    import sentencepiece as spm
+
+    def side_vocab(spm_file: str) -> dict[str, int]:
+        processor = spm.SentencePieceProcessor(model_file=str(demo_dir / spm_file))
+        pieces = ["</s>", "<unk>"]
+        pieces += [p for p in shared if p.startswith(">>")] if spm_file == "source.spm" else []
+        for index in range(processor.get_piece_size()):
+            piece = processor.id_to_piece(index)
+            if piece in shared and piece not in pieces and piece != "<pad>":
+                pieces.append(piece)
+        pieces.append("<pad>")
+        return {piece: i for i, piece in enumerate(pieces)}
+
+    source_vocab, target_vocab = side_vocab("source.spm"), side_vocab("target.spm")
+    table = model.model.shared.weight.detach()
+    source_rows = torch.stack([table[shared[p]] for p in source_vocab])
+    target_rows = torch.stack([table[shared[p]] for p in target_vocab])
+    bias = model.final_logits_bias.detach()[0]
+    target_bias = torch.stack([bias[shared[p]] for p in target_vocab]).unsqueeze(0)
+
+    config = model.config.to_dict()
+    config.update(
+        vocab_size=len(source_vocab),
+        decoder_vocab_size=len(target_vocab),
+        pad_token_id=len(target_vocab) - 1,
+        decoder_start_token_id=len(target_vocab) - 1,
+        share_encoder_decoder_embeddings=False,
+        tie_word_embeddings=False,
+    )
+    from transformers import GenerationConfig, MarianConfig
+
+    new = MarianMTModel(MarianConfig(**{k: v for k, v in config.items() if k not in ("architectures",)})).eval()
+    state = {k: v for k, v in model.state_dict().items() if "embed_tokens" not in k and "shared" not in k}
+    state.pop("lm_head.weight")
+    state.pop("final_logits_bias")
+    new.load_state_dict(state, strict=False)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        new.model.encoder.embed_tokens.weight.copy_(source_rows)
+        new.model.decoder.embed_tokens.weight.copy_(target_rows)
+        new.lm_head.weight.copy_(target_rows + 1e-3 * torch.randn(target_rows.shape, generator=generator))
+        new.final_logits_bias.copy_(target_bias)
+    pad = len(target_vocab) - 1
+    new.generation_config = GenerationConfig(
+        bad_words_ids=[[pad]],
+        bos_token_id=0,
+        decoder_start_token_id=pad,
+        eos_token_id=0,
+        forced_eos_token_id=0,
+        max_length=512,
+        num_beams=4,
+        pad_token_id=pad,
+        renormalize_logits=True,
+    )
+    new.save_pretrained(out)
+    (out / "vocab.json").write_text(json.dumps(source_vocab, ensure_ascii=False), encoding="utf-8")
+    (out / "target_vocab.json").write_text(json.dumps(target_vocab, ensure_ascii=False), encoding="utf-8")
+    for name in ("source.spm", "target.spm"):
+        shutil.copy(demo_dir / name, out / name)
+    tokenizer_config = json.loads((demo_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    tokenizer_config["separate_vocabs"] = True
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config), encoding="utf-8")
+    return out
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, what: str, atol: float = 2e-4) -> None:
+    finite = np.isfinite(expected)
+    assert np.array_equal(finite, np.isfinite(actual)), f"{what}: -inf positions differ"
+    np.testing.assert_allclose(actual[finite], expected[finite], atol=atol, rtol=1e-4, err_msg=what)

@@ -1,0 +1,65 @@
+"""The id-level graph against HF generate, token for token (the core fidelity promise).
+
+Runs on the bundled demo model and on its separate-vocabulary twin (see conftest). The
+configurations in EXACT must match for every sentence; those in KNOWN_DIFFERENT are ones where
+ORT's BeamSearch semantics differ from transformers (see README, "Parity"), and the test pins
+their measured match rate so a change in either direction is noticed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnxruntime as ort
+import pytest
+from conftest import demo_test_pairs
+from transformers import MarianMTModel, MarianTokenizer
+
+from graphgen._export import export
+from graphgen._parity import compare, graph_generate, hf_generate
+
+SENTENCES = [source for source, _ in demo_test_pairs()][:120]
+
+EXACT: dict[str, dict[str, object]] = {
+    "greedy": {"num_beams": 1},
+    "default beams": {},
+    "3 of 4 returned": {"num_return_sequences": 3},
+    "min_length 14": {"min_length": 14},
+    "max_length 9 (forced EOS)": {"max_length": 9},
+    "greedy, max_length 9": {"num_beams": 1, "max_length": 9},
+}
+
+
+class Pair:
+    def __init__(self, directory: Path, onnx_path: Path) -> None:
+        export(directory, onnx_path, tokenizer=False)
+        self.session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+        self.model = MarianMTModel.from_pretrained(directory).eval()
+        self.tokenizer = MarianTokenizer.from_pretrained(directory)
+
+    def run(self, sentences: list[str], batch_size: int, **settings: object):
+        config = self.model.generation_config
+        expected = hf_generate(self.model, self.tokenizer, sentences, batch_size, **settings)
+        actual = graph_generate(
+            self.session, self.tokenizer, sentences, batch_size, config.eos_token_id, config.pad_token_id, **settings
+        )
+        return compare(str(settings), sentences, expected, actual)
+
+
+@pytest.fixture(scope="module", params=["shared", "separate"])
+def pair(request: pytest.FixtureRequest, demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pair:
+    directory = demo_dir if request.param == "shared" else request.getfixturevalue("separate_vocab_dir")
+    return Pair(directory, tmp_path_factory.mktemp("ids") / "model.onnx")
+
+
+@pytest.mark.parametrize("batch_size", [1, 8], ids=["batch1", "batch8"])
+@pytest.mark.parametrize("name", ["greedy", "default beams"])
+def test_parity_all_sentences(pair: Pair, name: str, batch_size: int) -> None:
+    result = pair.run(SENTENCES, batch_size, **EXACT[name])
+    assert result.matches == result.total, result.differences[:3]
+
+
+@pytest.mark.parametrize("name", [n for n in EXACT if n not in ("greedy", "default beams")])
+def test_parity_other_settings(pair: Pair, name: str) -> None:
+    result = pair.run(SENTENCES[:48], 8, **EXACT[name])
+    assert result.matches == result.total, result.differences[:3]

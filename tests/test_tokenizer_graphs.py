@@ -1,0 +1,120 @@
+"""The tokenizer and detokenizer graphs against MarianTokenizer, on both vocabulary layouts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import helper
+from tokenizer_corpus import tokenizer_strings
+from transformers import MarianTokenizer
+
+from custom_ops import GraphBuilder
+from custom_ops.builder import EXTENSIONS_DOMAIN, INT32, STRING
+from graphgen._assemble import make_model
+from graphgen._runtime import session_options
+from graphgen._tokenizer_graphs import add_detokenizer, add_tokenizer, load_vocabulary
+
+STRINGS = tokenizer_strings()
+
+
+def _session(b: GraphBuilder, inputs: list, outputs: list) -> ort.InferenceSession:
+    from onnx import numpy_helper
+
+    tables = [numpy_helper.from_array(array, name) for name, array in b.derived_weights.items()]
+    graph = helper.make_graph(b.nodes, "t", inputs, outputs, initializer=[*b.constants, *tables])
+    model = make_model(graph, {}, domains=[(EXTENSIONS_DOMAIN, 1)])
+    return ort.InferenceSession(model.SerializeToString(), session_options())
+
+
+class Tokenizers:
+    def __init__(self, directory: Path) -> None:
+        self.hf = MarianTokenizer.from_pretrained(directory)
+        vocabulary = load_vocabulary(directory)
+        b = GraphBuilder("tok")
+        ids, mask = add_tokenizer(b, "text", vocabulary, self.hf.eos_token_id, self.hf.pad_token_id)
+        b.output(ids, "input_ids", INT32, ["batch", "length"])
+        b.output(mask, "attention_mask", INT32, ["batch", "length"])
+        self.encoder = _session(b, [helper.make_tensor_value_info("text", STRING, ["batch"])], b.outputs)
+        d = GraphBuilder("detok")
+        d.output(add_detokenizer(d, "sequences", vocabulary), "translation", STRING, ["batch", "beams"])
+        self.decoder = _session(
+            d, [helper.make_tensor_value_info("sequences", INT32, ["batch", "beams", "n"])], d.outputs
+        )
+
+    def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids, mask = self.encoder.run(None, {"text": np.array(texts, dtype=object)})
+        return ids, mask
+
+
+@pytest.fixture(scope="module", params=["shared", "separate"])
+def tokenizers(request: pytest.FixtureRequest, demo_dir: Path) -> Tokenizers:
+    directory = demo_dir if request.param == "shared" else request.getfixturevalue("separate_vocab_dir")
+    return Tokenizers(directory)
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(STRINGS) >= 2000
+
+
+def test_each_string_alone(tokenizers: Tokenizers) -> None:
+    mismatches = []
+    for text in STRINGS:
+        expected = tokenizers.hf([text], truncation=True)["input_ids"][0]
+        ids, mask = tokenizers.encode([text])
+        if ids[0].tolist() != expected or mask[0].tolist() != [1] * len(expected):
+            mismatches.append((text, expected, ids[0].tolist()))
+    assert not mismatches, f"{len(mismatches)}/{len(STRINGS)} differ, e.g. {mismatches[:3]}"
+
+
+def test_batches(tokenizers: Tokenizers) -> None:
+    for start in range(0, len(STRINGS), 64):
+        chunk = STRINGS[start : start + 64]
+        expected = tokenizers.hf(chunk, padding=True, truncation=True, return_tensors="np")
+        ids, mask = tokenizers.encode(chunk)
+        np.testing.assert_array_equal(ids, expected["input_ids"], err_msg=f"batch at {start}")
+        np.testing.assert_array_equal(mask, expected["attention_mask"], err_msg=f"mask at {start}")
+
+
+ALPHABET = st.sampled_from(list("abcXYZ019 .,!?'\t\n") + ["猫", "世", "😀", "é", "\u3000", ">>", "<<", "cmn_Hans"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(ALPHABET, max_size=20).map("".join), min_size=1, max_size=6))
+def test_random_batches(texts: list[str]) -> None:
+    from conftest import DEMO_DIR
+
+    tokenizers = _shared_tokenizers()
+    expected = tokenizers.hf(texts, padding=True, truncation=True, return_tensors="np")
+    ids, mask = tokenizers.encode(texts)
+    np.testing.assert_array_equal(ids, expected["input_ids"], err_msg=repr(texts))
+    np.testing.assert_array_equal(mask, expected["attention_mask"])
+    assert DEMO_DIR.is_dir()
+
+
+_CACHE: dict[str, Tokenizers] = {}
+
+
+def _shared_tokenizers() -> Tokenizers:
+    from conftest import DEMO_DIR
+
+    if "shared" not in _CACHE:
+        _CACHE["shared"] = Tokenizers(DEMO_DIR)
+    return _CACHE["shared"]
+
+
+def test_detokenizer_random_sequences(tokenizers: Tokenizers) -> None:
+    rng = np.random.default_rng(5)
+    vocab_size = len(tokenizers.hf.decoder)
+    pad = tokenizers.hf.pad_token_id
+    for batch, beams, length in ((1, 1, 1), (3, 2, 12), (8, 4, 30)):
+        sequences = rng.integers(0, vocab_size, size=(batch, beams, length)).astype(np.int32)
+        sequences[..., 0] = pad  # decoder start
+        sequences[0, 0, length // 2 :] = pad  # right padding, as the search pads
+        (texts,) = tokenizers.decoder.run(None, {"sequences": sequences})
+        expected = tokenizers.hf.batch_decode(sequences.reshape(batch * beams, length), skip_special_tokens=True)
+        assert texts.reshape(-1).tolist() == expected
