@@ -17,7 +17,15 @@ from onnx import GraphProto, ModelProto, TensorProto, helper, numpy_helper
 
 from custom_ops.builder import EXTENSIONS_DOMAIN, FLOAT, INT32, MS_DOMAIN, OPSET, STRING, GraphBuilder
 
-from ._search import ID_INPUTS, id_level_io, parameter_defaults, search_node, trim_sequences
+from ._search import (
+    ID_INPUTS,
+    SEARCH_CONSTANTS,
+    id_level_io,
+    one_item_at_a_time,
+    parameter_defaults,
+    search_node,
+    trim_sequences,
+)
 from ._spec import ModelSpec
 from ._subgraphs import build_decoder_graph, build_encoder_graph
 from ._tokenizer_graphs import MarianVocabulary, add_detokenizer, add_tokenizer
@@ -98,11 +106,11 @@ def build_id_model(spec: ModelSpec) -> ModelProto:
     inputs, defaults, outputs = id_level_io(spec)
     trim = trim_sequences(spec)
     graph = helper.make_graph(
-        [node, *trim.nodes],
+        [*one_item_at_a_time(node), *trim.nodes],
         "graphgen",
         inputs,
         outputs,
-        initializer=[*defaults, *extras, *trim.constants, *outer_weights],
+        initializer=[*defaults, *extras, *SEARCH_CONSTANTS, *trim.constants, *outer_weights],
     )
     return make_model(graph, metadata(spec, "ids"))
 
@@ -129,7 +137,7 @@ def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary) -> ModelProt
         numpy_helper.from_array(array, name) for b in (pre, post) for name, array in b.derived_weights.items()
     ]
     graph = helper.make_graph(
-        [*pre.nodes, node, *trim.nodes, *post.nodes],
+        [*pre.nodes, *one_item_at_a_time(node), *trim.nodes, *post.nodes],
         "graphgen",
         inputs,
         outputs,

@@ -74,11 +74,19 @@ def graph_generate(
 
 
 @dataclass
+class Row:
+    sentence: str
+    expected: list[tuple[int, ...]]
+    actual: list[tuple[int, ...]]
+
+
+@dataclass
 class ParityResult:
     name: str
     total: int
     matches: int
-    differences: list[tuple[str, list[tuple[int, ...]], list[tuple[int, ...]]]] = field(default_factory=list)
+    differences: list[tuple[str, list, list]] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -93,6 +101,7 @@ def compare(
 ) -> ParityResult:
     result = ParityResult(name=name, total=len(sentences), matches=0)
     for sentence, want, got in zip(sentences, expected, actual, strict=True):
+        result.rows.append(Row(sentence, list(want), list(got)))
         if list(want) == list(got):
             result.matches += 1
         else:

@@ -87,7 +87,7 @@ def separate_vocab_dir(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path)
     shared = json.loads((demo_dir / "vocab.json").read_text(encoding="utf-8"))
     import sentencepiece as spm
 
-    def side_vocab(spm_file: str) -> dict[str, int]:
+    def side_pieces(spm_file: str) -> list[str]:
         processor = spm.SentencePieceProcessor(model_file=str(demo_dir / spm_file))
         pieces = ["</s>", "<unk>"]
         pieces += [p for p in shared if p.startswith(">>")] if spm_file == "source.spm" else []
@@ -95,15 +95,27 @@ def separate_vocab_dir(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path)
             piece = processor.id_to_piece(index)
             if piece in shared and piece not in pieces and piece != "<pad>":
                 pieces.append(piece)
-        pieces.append("<pad>")
-        return {piece: i for i, piece in enumerate(pieces)}
+        return pieces
 
-    source_vocab, target_vocab = side_vocab("source.spm"), side_vocab("target.spm")
+    # MarianMT uses config.pad_token_id for both embeddings, so <pad> takes the same (last) id on
+    # both sides; the shorter side is filled with entries the model never produces.
+    source_pieces, target_pieces = side_pieces("source.spm"), side_pieces("target.spm")
+    size = max(len(source_pieces), len(target_pieces))
+    source_pieces += [f"<extra_{i}>" for i in range(size - len(source_pieces))]
+    target_pieces += [f"<extra_{i}>" for i in range(size - len(target_pieces))]
+
+    def side_vocab(pieces: list[str]) -> dict[str, int]:
+        return {piece: i for i, piece in enumerate([*pieces, "<pad>"])}
+
+    source_vocab, target_vocab = side_vocab(source_pieces), side_vocab(target_pieces)
     table = model.model.shared.weight.detach()
-    source_rows = torch.stack([table[shared[p]] for p in source_vocab])
-    target_rows = torch.stack([table[shared[p]] for p in target_vocab])
     bias = model.final_logits_bias.detach()[0]
-    target_bias = torch.stack([bias[shared[p]] for p in target_vocab]).unsqueeze(0)
+    unk = shared["<unk>"]
+    source_rows = torch.stack([table[shared.get(p, unk)] for p in source_vocab])
+    target_rows = torch.stack([table[shared.get(p, unk)] for p in target_vocab])
+    target_bias = torch.stack(
+        [bias[shared[p]] if p in shared else torch.tensor(-30.0) for p in target_vocab]
+    ).unsqueeze(0)
 
     config = model.config.to_dict()
     config.update(
@@ -144,8 +156,13 @@ def separate_vocab_dir(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path)
     (out / "target_vocab.json").write_text(json.dumps(target_vocab, ensure_ascii=False), encoding="utf-8")
     for name in ("source.spm", "target.spm"):
         shutil.copy(demo_dir / name, out / name)
-    tokenizer_config = json.loads((demo_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
-    tokenizer_config["separate_vocabs"] = True
+    tokenizer_config = {
+        "source_lang": "eng",
+        "target_lang": "zho",
+        "model_max_length": 512,
+        "separate_vocabs": True,
+        "tokenizer_class": "MarianTokenizer",
+    }
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config), encoding="utf-8")
     return out
 
