@@ -4,6 +4,28 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from ._errors import CheckpointError, GraphgenError, OutputPathError, UnsupportedModelError
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["CheckpointError", "GraphgenError", "OutputPathError", "UnsupportedModelError", "__version__"]
+from ._errors import CheckpointError, GraphgenError, OutputPathError, UnsupportedModelError
+from ._runtime import Translator
+
+if TYPE_CHECKING:
+    from ._export import ExportResult
+
+
+def export(model: str, output: str, *, tokenizer: bool = True, **kwargs: Any) -> ExportResult:
+    """Export a checkpoint to one ONNX file (needs ``graphgen[export]``); see ``graphgen export --help``."""
+    from ._export import export as run_export  # imports torch/transformers only when exporting
+
+    return run_export(model, output, tokenizer=tokenizer, **kwargs)
+
+
+__all__ = [
+    "CheckpointError",
+    "GraphgenError",
+    "OutputPathError",
+    "Translator",
+    "UnsupportedModelError",
+    "__version__",
+    "export",
+]

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
-from onnx import GraphProto, ModelProto, TensorProto, helper, numpy_helper
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
 from custom_ops.builder import EXTENSIONS_DOMAIN, FLOAT, INT32, MS_DOMAIN, OPSET, STRING, GraphBuilder
 
@@ -97,59 +98,57 @@ def make_model(graph: GraphProto, props: dict[str, str], domains: Sequence[tuple
     return model
 
 
-def build_id_model(spec: ModelSpec) -> ModelProto:
-    """ids in, ids out: the BeamSearch node over the encoder and decoder subgraphs."""
+@dataclass
+class _SearchCore:
+    """ids → ``sequences``/``sequence_scores``: what both interfaces share."""
+
+    nodes: list[NodeProto]
+    initializers: list[TensorProto]  # weights shared by the subgraphs, defaults, search constants
+    inputs: list[ValueInfoProto]  # input_ids, attention_mask, then the optional search parameters
+    outputs: list[ValueInfoProto]
+
+
+def _search_core(spec: ModelSpec) -> _SearchCore:
     encoder = build_encoder_graph(spec)
     decoder = build_decoder_graph(spec)
     outer_weights = place_weights(spec, [encoder, decoder])
     node, extras = search_node(spec, encoder[0], decoder[0])
     inputs, defaults, outputs = id_level_io(spec)
     trim = trim_sequences(spec)
-    graph = helper.make_graph(
-        [*one_item_at_a_time(node), *trim.nodes],
-        "graphgen",
-        inputs,
-        outputs,
-        initializer=[*defaults, *extras, *SEARCH_CONSTANTS, *trim.constants, *outer_weights],
+    return _SearchCore(
+        nodes=[*one_item_at_a_time(node), *trim.nodes],
+        initializers=[*defaults, *extras, *SEARCH_CONSTANTS, *trim.constants, *outer_weights],
+        inputs=inputs,
+        outputs=outputs,
     )
+
+
+def build_id_model(spec: ModelSpec) -> ModelProto:
+    """ids in, ids out: the BeamSearch node over the encoder and decoder subgraphs."""
+    core = _search_core(spec)
+    graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs, initializer=core.initializers)
     return make_model(graph, metadata(spec, "ids"))
 
 
 def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary) -> ModelProto:
     """strings in, strings out: tokenizer → BeamSearch → detokenizer in one graph."""
-    encoder = build_encoder_graph(spec)
-    decoder = build_decoder_graph(spec)
-    outer_weights = place_weights(spec, [encoder, decoder])
-    node, extras = search_node(spec, encoder[0], decoder[0])
-    id_inputs, defaults, id_outputs = id_level_io(spec)
-
+    core = _search_core(spec)
     pre = GraphBuilder("tokenizer")
     ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id)
     pre.op("Identity", [ids], outputs=["input_ids"])
     pre.op("Identity", [mask], outputs=["attention_mask"])
-    trim = trim_sequences(spec)
     post = GraphBuilder("detokenizer")
     post.op("Identity", [add_detokenizer(post, "sequences", vocabulary)], outputs=[TEXT_OUTPUT])
 
-    inputs = [helper.make_tensor_value_info(TEXT_INPUT, STRING, ["batch"]), *id_inputs[len(ID_INPUTS) :]]
-    outputs = [helper.make_tensor_value_info(TEXT_OUTPUT, STRING, ["batch", "num_return_sequences"]), *id_outputs]
-    side_tables = [
-        numpy_helper.from_array(array, name) for b in (pre, post) for name, array in b.derived_weights.items()
-    ]
+    inputs = [helper.make_tensor_value_info(TEXT_INPUT, STRING, ["batch"]), *core.inputs[len(ID_INPUTS) :]]
+    outputs = [helper.make_tensor_value_info(TEXT_OUTPUT, STRING, ["batch", "num_return_sequences"]), *core.outputs]
+    tables = [numpy_helper.from_array(array, name) for b in (pre, post) for name, array in b.derived_weights.items()]
     graph = helper.make_graph(
-        [*pre.nodes, *one_item_at_a_time(node), *trim.nodes, *post.nodes],
+        [*pre.nodes, *core.nodes, *post.nodes],
         "graphgen",
         inputs,
         outputs,
-        initializer=[
-            *defaults,
-            *extras,
-            *pre.constants,
-            *trim.constants,
-            *post.constants,
-            *side_tables,
-            *outer_weights,
-        ],
+        initializer=[*core.initializers, *pre.constants, *post.constants, *tables],
     )
     props = metadata(spec, "text")
     props["graphgen.custom_op_domains"] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])

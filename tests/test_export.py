@@ -1,0 +1,163 @@
+"""Export-time behaviour: the file's structure, clear errors, atomic writes, metadata."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import random_marian
+
+from graphgen import CheckpointError, OutputPathError, UnsupportedModelError
+from graphgen._assemble import build_id_model
+from graphgen._export import export
+from graphgen._load import load_checkpoint
+from graphgen._save import save_model
+
+
+def _all_initializers(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+    found: list[onnx.TensorProto] = []
+
+    def visit(graph: onnx.GraphProto) -> None:
+        found.extend(graph.initializer)
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    visit(attribute.g)
+
+    visit(model.graph)
+    return found
+
+
+def test_weights_are_stored_once(demo_dir: Path) -> None:
+    spec = load_checkpoint(demo_dir).spec
+    model = build_id_model(spec)
+    tensors = _all_initializers(model)
+    names = [t.name for t in tensors]
+    assert len(names) == len(set(names)), "an initializer name appears twice"
+    big = [t for t in tensors if len(t.raw_data) > 4096]
+    contents = {t.raw_data for t in big}
+    assert len(contents) == len(big), "two large initializers hold the same bytes"
+    weight_bytes = sum(len(t.raw_data) for t in tensors)
+    spec_bytes = sum(a.nbytes for a in spec.weights.values())
+    assert weight_bytes < spec_bytes * 1.05, (weight_bytes, spec_bytes)
+    table = [t for t in model.graph.initializer if t.name == "encoder.embed_tokens"]
+    assert table, "the tied embedding table must live in the outer graph, shared by both subgraphs"
+
+
+def test_encoder_uses_the_three_input_form(demo_dir: Path) -> None:
+    """Pinned: ORT 1.32 accepts the 3-input encoder; its Python helpers call it deprecated."""
+    model = build_id_model(load_checkpoint(demo_dir).spec)
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    search = next(n for n in loop.attribute[0].g.node if n.op_type == "BeamSearch")
+    encoder = next(a.g for a in search.attribute if a.name == "encoder")
+    assert [i.name for i in encoder.input] == ["encoder_input_ids", "encoder_attention_mask", "decoder_input_ids"]
+    assert [o.name for o in encoder.output][:2] == ["logits", "encoder_hidden_states"]
+
+
+def test_id_level_io_and_defaults(demo_dir: Path, tmp_path: Path) -> None:
+    path = tmp_path / "ids.onnx"
+    export(demo_dir, path, tokenizer=False)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    inputs = {i.name: i for i in session.get_inputs()}
+    assert list(inputs) == ["input_ids", "attention_mask"]
+    assert inputs["input_ids"].type == "tensor(int32)"
+    # Inputs with a default are what ORT calls overridable initializers.
+    optional = {i.name for i in session.get_overridable_initializers()}
+    assert {"max_length", "min_length", "num_beams", "num_return_sequences", "length_penalty",
+            "repetition_penalty"} <= optional
+    model = onnx.load(str(path))
+    defaults = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    generation = json.loads((demo_dir / "generation_config.json").read_text())
+    assert defaults["num_beams"].tolist() == [generation["num_beams"]]
+    assert defaults["max_length"].tolist() == [generation["max_length"]]
+    assert defaults["num_beams"].dtype == np.int32 and defaults["length_penalty"].dtype == np.float32
+    ids = np.array([[2, 5, 6, 0]], dtype=np.int32)
+    sequences, scores = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+    assert sequences.dtype == np.int32 and sequences.shape[:2] == (1, 1) and scores.shape == (1, 1)
+    (three,) = session.run(["sequences"], {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                           "num_return_sequences": np.array([3], np.int32)})
+    assert three.shape[:2] == (1, 3)
+
+
+def test_metadata(demo_dir: Path, tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    export(demo_dir, path)
+    props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assert props["graphgen.architecture"] == "MarianMTModel"
+    assert props["graphgen.source"] == str(demo_dir)
+    assert props["graphgen.interface"] == "text"
+    assert json.loads(props["graphgen.generation_defaults"])["num_beams"] == 4
+    assert set(json.loads(props["graphgen.custom_op_domains"])) == {"com.microsoft", "ai.onnx.contrib"}
+
+
+def test_unsupported_architecture_names_supported_ones(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
+    with pytest.raises(UnsupportedModelError, match="MarianMTModel"):
+        export(tmp_path, tmp_path / "out.onnx")
+
+
+def test_not_a_checkpoint(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="no config.json"):
+        export(tmp_path, tmp_path / "out.onnx")
+    with pytest.raises(CheckpointError, match="does not exist"):
+        export(tmp_path / "missing" / "dir", tmp_path / "out.onnx")
+
+
+def test_missing_tokenizer_files(tmp_path: Path) -> None:
+    checkpoint = random_marian(tmp_path / "ckpt")
+    with pytest.raises(CheckpointError, match=r"source\.spm.*--no-tokenizer"):
+        export(checkpoint, tmp_path / "out.onnx")
+    export(checkpoint, tmp_path / "ids.onnx", tokenizer=False)  # the id-level graph needs none
+    assert (tmp_path / "ids.onnx").is_file()
+
+
+def test_unwritable_output(tmp_path: Path, demo_dir: Path) -> None:
+    with pytest.raises(OutputPathError, match="does not exist"):
+        export(demo_dir, tmp_path / "no" / "such" / "dir" / "m.onnx")
+    with pytest.raises(OutputPathError, match="is a directory"):
+        export(demo_dir, tmp_path)
+    if os.geteuid() != 0:  # root can write anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(OutputPathError, match="not writable"):
+            export(demo_dir, locked / "m.onnx")
+
+
+def test_interrupted_save_leaves_nothing(tmp_path: Path, demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "model.onnx"
+    target.write_bytes(b"previous model")
+    model = build_id_model(load_checkpoint(demo_dir).spec)
+
+    def fail(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("graphgen._save.os.replace", fail)
+    with pytest.raises(KeyboardInterrupt):
+        save_model(model, target)
+    assert target.read_bytes() == b"previous model"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+
+
+def test_large_models_use_external_data(tmp_path: Path, demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("graphgen._save.EXTERNAL_DATA_THRESHOLD", 1024)
+    model = build_id_model(load_checkpoint(demo_dir).spec)
+    written = save_model(model, tmp_path / "model.onnx")
+    assert [p.name for p in written] == ["model.onnx", "model.onnx.data"]
+    assert (tmp_path / "model.onnx").stat().st_size < 1_000_000
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    ids = np.array([[2, 5, 6, 0]], dtype=np.int32)
+    session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+
+
+def test_cli_export_help_documents_every_option() -> None:
+    from graphgen.cli import build_parser
+
+    parser = build_parser()
+    export_parser = parser._subparsers._group_actions[0].choices["export"]  # type: ignore[union-attr]
+    for action in export_parser._actions:
+        assert action.help, f"option {action.option_strings or action.dest} has no help text"

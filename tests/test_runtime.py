@@ -1,0 +1,172 @@
+"""Text in, text out: the Translator and CLI against HF generate + batch_decode, and bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import REPO, demo_test_pairs
+from transformers import MarianMTModel, MarianTokenizer
+
+from graphgen import GraphgenError, Translator, export
+
+SOURCES = [source for source, _ in demo_test_pairs()]
+
+
+@pytest.fixture(scope="module")
+def demo_onnx(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("text") / "demo.onnx"
+    export(str(demo_dir), str(path))
+    return path
+
+
+@pytest.fixture(scope="module", params=["shared", "separate"])
+def models(request: pytest.FixtureRequest, demo_dir: Path, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    directory = demo_dir if request.param == "shared" else request.getfixturevalue("separate_vocab_dir")
+    path = tmp_path_factory.mktemp("text") / "model.onnx"
+    export(str(directory), str(path))
+    return (Translator(path), MarianMTModel.from_pretrained(directory).eval(),
+            MarianTokenizer.from_pretrained(directory))
+
+
+def hf_translate(model: MarianMTModel, tokenizer: MarianTokenizer, texts: list[str], **settings: object) -> list[str]:
+    inputs = tokenizer(texts, return_tensors="pt", padding=True, truncation=True)
+    with torch.no_grad():
+        output = model.generate(**inputs, **settings)
+    return tokenizer.batch_decode(output, skip_special_tokens=True)
+
+
+@pytest.mark.parametrize("batch_size", [1, 16], ids=["batch1", "batch16"])
+@pytest.mark.parametrize("num_beams", [1, None], ids=["greedy", "default-beams"])
+def test_translation_equals_hf(models, batch_size: int, num_beams: int | None) -> None:  # noqa: ANN001
+    translator, model, tokenizer = models
+    settings = {} if num_beams is None else {"num_beams": num_beams}
+    differences = []
+    for start in range(0, len(SOURCES), batch_size):
+        chunk = SOURCES[start : start + batch_size]
+        expected = hf_translate(model, tokenizer, chunk, **settings)
+        actual = translator.translate(chunk, **settings)
+        differences += [(s, e, a) for s, e, a in zip(chunk, expected, actual, strict=True) if e != a]
+    assert not differences, f"{len(differences)}/{len(SOURCES)} differ: {differences[:3]}"
+
+
+def test_demo_accuracy_matches_the_readme(demo_onnx: Path) -> None:
+    """The graph reaches the demo model's reported accuracy on its own test set."""
+    translator = Translator(demo_onnx)
+    pairs = demo_test_pairs()
+    outputs = translator.translate([s for s, _ in pairs])
+    correct = sum(out == ref for out, (_, ref) in zip(outputs, pairs, strict=True))
+    assert correct / len(pairs) >= 0.95
+
+
+def test_several_returned_sequences(demo_onnx: Path) -> None:
+    translator = Translator(demo_onnx)
+    result = translator.translate(SOURCES[:3], num_return_sequences=3)
+    assert len(result) == 3 and all(isinstance(row, list) and len(row) == 3 for row in result)
+    assert [row[0] for row in result] == translator.translate(SOURCES[:3])
+
+
+def test_threads_give_serial_results(demo_onnx: Path) -> None:
+    translator = Translator(demo_onnx)
+    chunks = [SOURCES[i : i + 10] for i in range(0, 80, 10)]
+    serial = [translator.translate(chunk) for chunk in chunks]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        parallel = list(pool.map(translator.translate, chunks))
+    assert parallel == serial
+
+
+def test_bad_input(demo_onnx: Path) -> None:
+    translator = Translator(demo_onnx)
+    assert translator.translate([]) == []
+    assert translator.translate(["", " "]) == translator.translate([""]) * 2
+    with pytest.raises(TypeError):
+        translator.translate("a string, not a list")
+    with pytest.raises(TypeError):
+        translator.translate([b"bytes"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="unknown generation setting"):
+        translator.translate(["x"], beams=2)
+    for bad in ({"num_beams": 0}, {"num_beams": 2, "num_return_sequences": 3}, {"max_length": 513},
+                {"max_length": 1}, {"min_length": -1}, {"repetition_penalty": 0.0},
+                {"length_penalty": float("nan")}, {"num_beams": 1.5}):
+        with pytest.raises(ValueError):
+            translator.translate(["x"], **bad)
+
+
+def test_raw_session_bad_parameters_raise_not_crash(demo_onnx: Path) -> None:
+    """Called without graphgen, out-of-range settings must end in an ORT error, not a dead process."""
+    script = textwrap.dedent(f"""
+        import numpy as np, onnxruntime as ort
+        from onnxruntime_extensions import get_library_path
+        options = ort.SessionOptions(); options.register_custom_ops_library(get_library_path())
+        options.log_severity_level = 4
+        session = ort.InferenceSession({str(demo_onnx)!r}, options)
+        text = np.array(["hello"], dtype=object)
+        cases = [{{"num_beams": np.array([0], np.int32)}},
+                 {{"num_return_sequences": np.array([9], np.int32)}},
+                 {{"max_length": np.array([900], np.int32)}},
+                 {{"text": np.array([1.0], np.float32)}}]
+        for case in cases:
+            try:
+                session.run(None, {{"text": text, **case}})
+                print("no error", list(case))
+            except Exception as error:
+                print("error", type(error).__name__)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcomes = done.stdout.splitlines()
+    # max_length beyond the positions only fails once generation actually gets there; "hello" ends first.
+    assert [outcomes[0], outcomes[1], outcomes[3]] == ["error Fail", "error Fail", "error InvalidArgument"], outcomes
+
+
+def test_refuses_id_level_models(demo_dir: Path, tmp_path: Path) -> None:
+    export(str(demo_dir), str(tmp_path / "ids.onnx"), tokenizer=False)
+    with pytest.raises(GraphgenError, match="not a text-level"):
+        Translator(tmp_path / "ids.onnx")
+    with pytest.raises(GraphgenError, match="does not exist"):
+        Translator(tmp_path / "nothing.onnx")
+
+
+def test_runtime_imports_neither_torch_nor_transformers(demo_onnx: Path) -> None:
+    script = textwrap.dedent(f"""
+        import sys
+        from graphgen import Translator
+        print(Translator({str(demo_onnx)!r}).translate([">>cmn_Hans<< I have three cats."])[0])
+        bad = [m for m in ("torch", "transformers") if m in sys.modules]
+        assert not bad, bad
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "我有三只猫。"
+
+
+def test_cli_translate_arguments_and_stdin(demo_onnx: Path) -> None:
+    command = [sys.executable, "-X", "importtime", "-m", "graphgen", "translate", str(demo_onnx)]
+    done = subprocess.run([*command, ">>cmn_Hans<< I have three cats.", ">>cmn_Hant<< I have three cats."],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["我有三只猫。", "我有三隻貓。"]
+    imported = done.stderr
+    assert "| torch" not in imported and "| transformers" not in imported
+    done = subprocess.run([*command, "--num-beams", "1"], input="The number is 42.\n>>cmn_Hans<< Tom is 7 years old.\n",
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(done.stdout.splitlines()) == 2 and done.stdout.splitlines()[1] == "汤姆七岁。"
+    done = subprocess.run([*command, "--num-beams", "0", "x"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 2 and "num_beams must be at least 1" in done.stderr
+    assert np.all(True)
+
+
+def test_cli_verify(demo_dir: Path, demo_onnx: Path, tmp_path: Path) -> None:
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("\n".join(SOURCES[:12]) + "\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "graphgen", "verify", str(demo_dir), str(demo_onnx),
+                           "--sentences", str(sentences)], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert "greedy: 12/12 identical" in done.stdout and "beam search (4 beams): 12/12 identical" in done.stdout
