@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from collections.abc import Sequence
@@ -17,12 +18,27 @@ INT_PARAMETERS = ("max_length", "min_length", "num_beams", "num_return_sequences
 FLOAT_PARAMETERS = ("length_penalty", "repetition_penalty")
 
 
+def extensions_library() -> str:
+    """Path of the onnxruntime-extensions custom-op library.
+
+    Found without importing the package: ``import onnxruntime_extensions`` pulls in torch and
+    transformers when they are installed (its converters), which the runtime path must not.
+    """
+    spec = importlib.util.find_spec("onnxruntime_extensions")
+    if spec is None or not spec.submodule_search_locations:
+        raise GraphgenError("onnxruntime-extensions is not installed (pip install onnxruntime-extensions)")
+    for folder in spec.submodule_search_locations:
+        libraries = sorted(Path(folder).glob("_extensions_pydll*"))
+        libraries = [p for p in libraries if p.suffix in (".so", ".pyd", ".dylib")]
+        if libraries:
+            return str(libraries[0])
+    raise GraphgenError("onnxruntime-extensions is installed but its custom-op library was not found")
+
+
 def session_options(threads: int | None = None) -> ort.SessionOptions:
     """Options with the extensions library registered and ORT's load-time notices silenced."""
-    from onnxruntime_extensions import get_library_path
-
     options = ort.SessionOptions()
-    options.register_custom_ops_library(get_library_path())
+    options.register_custom_ops_library(extensions_library())
     # Optional graph inputs carry their defaults as initializers; ORT warns about each one.
     options.log_severity_level = 3
     if threads:

@@ -119,7 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # Texts may follow options (`translate m.onnx --num-beams 1 "text"`), which argparse's
+    # nargs="*" positional does not pick up; collect those leftovers as texts.
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command != "translate" or any(item.startswith("-") for item in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.text = [*args.text, *extra]
     try:
         return args.run(args)
     except GraphgenError as error:
