@@ -60,13 +60,17 @@ def main() -> None:
             expected = hf_generate(model, tokenizer, sentences, args.batch_size, **settings)
             hf_seconds = time.perf_counter() - started
             started = time.perf_counter()
-            actual = graph_generate(session, tokenizer, sentences, args.batch_size, config.eos_token_id,
-                                    config.pad_token_id, **settings)
+            actual = graph_generate(
+                session, tokenizer, sentences, args.batch_size, config.eos_token_id, config.pad_token_id, **settings
+            )
             graph_seconds = time.perf_counter() - started
             top1 = compare(label, sentences, [r[:1] for r in expected], [r[:1] for r in actual])
             full = compare(label, sentences, expected, actual)
-            print(f"| {label} | {top1.matches}/{top1.total} | {full.matches}/{full.total} "
-                  f"| {hf_seconds:.1f} | {graph_seconds:.1f} |", flush=True)
+            print(
+                f"| {label} | {top1.matches}/{top1.total} | {full.matches}/{full.total} "
+                f"| {hf_seconds:.1f} | {graph_seconds:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -85,9 +85,9 @@ class ModelSpec:
             array = self.weights[resolved]
             if array.dtype != np.float32:
                 problems.append(f"weight {name} is {array.dtype}, expected float32")
-        if self.weight_name("lm_head.weight") in self.weights:
-            if self.weight("lm_head.weight").shape != (self.target_vocab_size, self.d_model):
-                problems.append("lm_head.weight must be [target_vocab, d_model]")
+        head = self.weights.get(self.weight_name("lm_head.weight"))
+        if head is not None and head.shape != (self.target_vocab_size, self.d_model):
+            problems.append("lm_head.weight must be [target_vocab, d_model]")
         if not 0 <= self.pad_token_id < self.target_vocab_size:
             problems.append(f"pad_token_id {self.pad_token_id} outside the target vocabulary")
         if problems:

@@ -68,8 +68,14 @@ def test_id_level_io_and_defaults(demo_dir: Path, tmp_path: Path) -> None:
     assert inputs["input_ids"].type == "tensor(int32)"
     # Inputs with a default are what ORT calls overridable initializers.
     optional = {i.name for i in session.get_overridable_initializers()}
-    assert {"max_length", "min_length", "num_beams", "num_return_sequences", "length_penalty",
-            "repetition_penalty"} <= optional
+    assert {
+        "max_length",
+        "min_length",
+        "num_beams",
+        "num_return_sequences",
+        "length_penalty",
+        "repetition_penalty",
+    } <= optional
     model = onnx.load(str(path))
     defaults = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
     generation = json.loads((demo_dir / "generation_config.json").read_text())
@@ -79,8 +85,10 @@ def test_id_level_io_and_defaults(demo_dir: Path, tmp_path: Path) -> None:
     ids = np.array([[2, 5, 6, 0]], dtype=np.int32)
     sequences, scores = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
     assert sequences.dtype == np.int32 and sequences.shape[:2] == (1, 1) and scores.shape == (1, 1)
-    (three,) = session.run(["sequences"], {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                                           "num_return_sequences": np.array([3], np.int32)})
+    (three,) = session.run(
+        ["sequences"],
+        {"input_ids": ids, "attention_mask": np.ones_like(ids), "num_return_sequences": np.array([3], np.int32)},
+    )
     assert three.shape[:2] == (1, 3)
 
 
@@ -102,7 +110,7 @@ def test_unsupported_architecture_names_supported_ones(tmp_path: Path) -> None:
 
 
 def test_not_a_checkpoint(tmp_path: Path) -> None:
-    with pytest.raises(CheckpointError, match="no config.json"):
+    with pytest.raises(CheckpointError, match=r"no config\.json"):
         export(tmp_path, tmp_path / "out.onnx")
     with pytest.raises(CheckpointError, match="does not exist"):
         export(tmp_path / "missing" / "dir", tmp_path / "out.onnx")

@@ -27,12 +27,15 @@ def demo_onnx(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module", params=["shared", "separate"])
-def models(request: pytest.FixtureRequest, demo_dir: Path, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def models(request: pytest.FixtureRequest, demo_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     directory = demo_dir if request.param == "shared" else request.getfixturevalue("separate_vocab_dir")
     path = tmp_path_factory.mktemp("text") / "model.onnx"
     export(str(directory), str(path))
-    return (Translator(path), MarianMTModel.from_pretrained(directory).eval(),
-            MarianTokenizer.from_pretrained(directory))
+    return (
+        Translator(path),
+        MarianMTModel.from_pretrained(directory).eval(),
+        MarianTokenizer.from_pretrained(directory),
+    )
 
 
 def hf_translate(model: MarianMTModel, tokenizer: MarianTokenizer, texts: list[str], **settings: object) -> list[str]:
@@ -44,7 +47,7 @@ def hf_translate(model: MarianMTModel, tokenizer: MarianTokenizer, texts: list[s
 
 @pytest.mark.parametrize("batch_size", [1, 16], ids=["batch1", "batch16"])
 @pytest.mark.parametrize("num_beams", [1, None], ids=["greedy", "default-beams"])
-def test_translation_equals_hf(models, batch_size: int, num_beams: int | None) -> None:  # noqa: ANN001
+def test_translation_equals_hf(models, batch_size: int, num_beams: int | None) -> None:
     translator, model, tokenizer = models
     settings = {} if num_beams is None else {"num_beams": num_beams}
     differences = []
@@ -91,9 +94,16 @@ def test_bad_input(demo_onnx: Path) -> None:
         translator.translate([b"bytes"])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="unknown generation setting"):
         translator.translate(["x"], beams=2)
-    for bad in ({"num_beams": 0}, {"num_beams": 2, "num_return_sequences": 3}, {"max_length": 513},
-                {"max_length": 1}, {"min_length": -1}, {"repetition_penalty": 0.0},
-                {"length_penalty": float("nan")}, {"num_beams": 1.5}):
+    for bad in (
+        {"num_beams": 0},
+        {"num_beams": 2, "num_return_sequences": 3},
+        {"max_length": 513},
+        {"max_length": 1},
+        {"min_length": -1},
+        {"repetition_penalty": 0.0},
+        {"length_penalty": float("nan")},
+        {"num_beams": 1.5},
+    ):
         with pytest.raises(ValueError):
             translator.translate(["x"], **bad)
 
@@ -148,14 +158,25 @@ def test_runtime_imports_neither_torch_nor_transformers(demo_onnx: Path) -> None
 
 def test_cli_translate_arguments_and_stdin(demo_onnx: Path) -> None:
     command = [sys.executable, "-X", "importtime", "-m", "graphgen", "translate", str(demo_onnx)]
-    done = subprocess.run([*command, ">>cmn_Hans<< I have three cats.", ">>cmn_Hant<< I have three cats."],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    done = subprocess.run(
+        [*command, ">>cmn_Hans<< I have three cats.", ">>cmn_Hant<< I have three cats."],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["我有三只猫。", "我有三隻貓。"]
     imported = done.stderr
     assert "| torch" not in imported and "| transformers" not in imported
-    done = subprocess.run([*command, "--num-beams", "1"], input="The number is 42.\n>>cmn_Hans<< Tom is 7 years old.\n",
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    done = subprocess.run(
+        [*command, "--num-beams", "1"],
+        input="The number is 42.\n>>cmn_Hans<< Tom is 7 years old.\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(done.stdout.splitlines()) == 2 and done.stdout.splitlines()[1] == "汤姆七岁。"
     done = subprocess.run([*command, "--num-beams", "0", "x"], capture_output=True, text=True, timeout=300, cwd=REPO)
@@ -166,7 +187,12 @@ def test_cli_translate_arguments_and_stdin(demo_onnx: Path) -> None:
 def test_cli_verify(demo_dir: Path, demo_onnx: Path, tmp_path: Path) -> None:
     sentences = tmp_path / "s.txt"
     sentences.write_text("\n".join(SOURCES[:12]) + "\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "graphgen", "verify", str(demo_dir), str(demo_onnx),
-                           "--sentences", str(sentences)], capture_output=True, text=True, timeout=600, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "graphgen", "verify", str(demo_dir), str(demo_onnx), "--sentences", str(sentences)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert "greedy: 12/12 identical" in done.stdout and "beam search (4 beams): 12/12 identical" in done.stdout
