@@ -1,0 +1,149 @@
+"""Each custom_ops building block on its own, against a plain-Python statement of what it does."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import helper, numpy_helper
+
+from custom_ops import (
+    GraphBuilder,
+    collapse_marked_runs,
+    is_nonempty,
+    join_pieces,
+    lookup_tokens,
+    ragged_to_padded,
+    remap,
+    sentencepiece_to_text,
+    split_language_token,
+)
+from custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, STRING
+from graphgen._assemble import make_model
+from graphgen._runtime import session_options
+
+
+def run(b: GraphBuilder, inputs: dict[str, tuple[int, np.ndarray]], outputs: list[str]) -> list[np.ndarray]:
+    """Build a model from ``b`` with the given typed inputs and run it."""
+    infos = [helper.make_tensor_value_info(name, kind, None) for name, (kind, _) in inputs.items()]
+    for name in outputs:
+        b.op("Identity", [name], outputs=[f"out_{name}"])
+    outs = [helper.make_empty_tensor_value_info(f"out_{name}") for name in outputs]
+    tables = [numpy_helper.from_array(a, n) for n, a in b.derived_weights.items()]
+    graph = helper.make_graph(b.nodes, "t", infos, outs, initializer=[*b.constants, *tables])
+    session = ort.InferenceSession(
+        make_model(graph, {}, [(EXTENSIONS_DOMAIN, 1)]).SerializeToString(), session_options()
+    )
+    return session.run(None, {name: value for name, (_, value) in inputs.items()})
+
+
+def strings(*values: str) -> tuple[int, np.ndarray]:
+    return STRING, np.array(values, dtype=object)
+
+
+def test_split_language_token() -> None:
+    texts = [">>cmn_Hans<< Hi", "Hi", ">>a<<", ">>x", "<<x>>", " >>a<< b", ">>a<<<<b<<", ">>\n<<x", ""]
+    b = GraphBuilder("t")
+    code, rest = split_language_token(b, "text")
+    got_code, got_rest = run(b, {"text": strings(*texts)}, [code, rest])
+    for text, c, r in zip(texts, got_code, got_rest, strict=True):
+        end = text.find("<<")
+        expected = (text[: end + 2], text[end + 2 :]) if text.startswith(">>") and end != -1 else ("", text)
+        assert (c, r) == expected, text
+
+
+def test_lookup_tokens_and_is_nonempty() -> None:
+    b = GraphBuilder("t")
+    ids = lookup_tokens(b, "text", {">>a<<": 5, ">>b<<": 7}, unknown_id=1)
+    present = is_nonempty(b, "text")
+    got_ids, got_present = run(b, {"text": strings(">>b<<", ">>a<<", ">>c<<", "")}, [ids, present])
+    assert got_ids.tolist() == [7, 5, 1, 1]
+    assert got_present.tolist() == [True, True, True, False]
+
+
+def test_remap() -> None:
+    b = GraphBuilder("t")
+    out = remap(b, "ids", np.array([10, 11, 12], dtype=np.int32), "table")
+    (got,) = run(b, {"ids": (INT32, np.array([2, 0, 2, 1], dtype=np.int32))}, [out])
+    assert got.tolist() == [12, 10, 12, 11]
+
+
+def _ragged(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    values = np.array([v for row in rows for v in row], dtype=np.int32)
+    splits = np.cumsum([0] + [len(row) for row in rows]).astype(np.int64)
+    return values, splits
+
+
+ROWS = st.lists(st.lists(st.integers(2, 40), max_size=9), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=ROWS, data=st.data())
+def test_ragged_to_padded(rows: list[list[int]], data: st.DataObject) -> None:
+    prefixes = data.draw(st.lists(st.integers(41, 50), min_size=len(rows), max_size=len(rows)))
+    present = data.draw(st.lists(st.booleans(), min_size=len(rows), max_size=len(rows)))
+    limit = data.draw(st.integers(2, 12))
+    b = GraphBuilder("t")
+    ids, mask = ragged_to_padded(b, "values", "splits", "prefix", "present", suffix_id=0, pad_id=99, max_length=limit)
+    values, splits = _ragged(rows)
+    got_ids, got_mask = run(
+        b,
+        {
+            "values": (INT32, values),
+            "splits": (INT64, splits),
+            "prefix": (INT64, np.array(prefixes, dtype=np.int64)),
+            "present": (BOOL, np.array(present)),
+        },
+        [ids, mask],
+    )
+    expected = [([p] if has else []) + row for row, p, has in zip(rows, prefixes, present, strict=True)]
+    expected = [[*row[: limit - 1], 0] for row in expected]
+    width = max(len(row) for row in expected)
+    assert got_ids.tolist() == [row + [99] * (width - len(row)) for row in expected]
+    assert got_mask.tolist() == [[1] * len(row) + [0] * (width - len(row)) for row in expected]
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.lists(st.integers(0, 5), max_size=10), min_size=1, max_size=5))
+def test_collapse_marked_runs(rows: list[list[int]]) -> None:
+    """Values ≥ 3 are marked; runs of ≥ 2 marked neighbours in a row become one 77."""
+    values, splits = _ragged(rows)
+    b = GraphBuilder("t")
+    marked = b.op("GreaterOrEqual", ["values", b.const(np.int32(3))])
+    out, out_splits = collapse_marked_runs(b, "values", "splits", marked, 77)
+    got, got_splits = run(b, {"values": (INT32, values), "splits": (INT64, splits)}, [out, out_splits])
+    expected_rows = []
+    for row in rows:
+        result: list[int] = []
+        index = 0
+        while index < len(row):
+            end = index
+            while end < len(row) and row[end] >= 3:
+                end += 1
+            if end - index >= 2:
+                result.append(77)
+                index = end
+            else:
+                result.append(row[index])
+                index += 1
+        expected_rows.append(result)
+    flat, expected_splits = _ragged(expected_rows)
+    assert got.tolist() == flat.tolist()
+    assert got_splits.tolist() == expected_splits.tolist()
+
+
+@pytest.mark.parametrize(
+    ("pieces", "expected"),
+    [
+        ([["▁I", "▁have", "▁3", "猫", ""]], ["I have 3猫"]),
+        ([["", "", ""]], [""]),
+        ([["▁\u3000▁x\u00a0", "▁", "y▁"]], ["x\u00a0 y"]),
+    ],
+)
+def test_join_and_clean(pieces: list[list[str]], expected: list[str]) -> None:
+    b = GraphBuilder("t")
+    text = sentencepiece_to_text(b, join_pieces(b, "pieces", axis=1))
+    (got,) = run(b, {"pieces": (STRING, np.array(pieces, dtype=object))}, [text])
+    assert got.tolist() == expected == ["".join(row).replace("\u2581", " ").strip() for row in pieces]
