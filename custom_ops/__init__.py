@@ -5,8 +5,16 @@ into a graph and can be tested one by one (see ``tests/test_custom_ops.py``).
 """
 
 from .builder import EXTENSIONS_DOMAIN, GraphBuilder
-from .ids import collapse_marked_runs, ragged_to_padded, remap
-from .text import is_nonempty, join_pieces, lookup_tokens, regex_replace, sentencepiece_to_text, split_language_token
+from .ids import collapse_marked_runs, merge_rows, padded_to_ragged, ragged_to_padded, remap
+from .text import (
+    is_nonempty,
+    join_pieces,
+    lookup_tokens,
+    regex_replace,
+    sentencepiece_to_text,
+    split_language_token,
+    split_on_literals,
+)
 
 __all__ = [
     "EXTENSIONS_DOMAIN",
@@ -15,9 +23,12 @@ __all__ = [
     "is_nonempty",
     "join_pieces",
     "lookup_tokens",
+    "merge_rows",
+    "padded_to_ragged",
     "ragged_to_padded",
     "regex_replace",
     "remap",
     "sentencepiece_to_text",
     "split_language_token",
+    "split_on_literals",
 ]

@@ -16,27 +16,33 @@ def ragged_to_padded(
     b: GraphBuilder,
     values: str,
     row_splits: str,
-    prefix: str,
-    has_prefix: str,
     *,
-    suffix_id: int,
     pad_id: int,
-    max_length: int,
+    prefix: str | None = None,
+    has_prefix: str | None = None,
+    suffix_id: int | None = None,
+    max_length: int | None = None,
 ) -> tuple[str, str]:
-    """Build ``[prefix?] + row[:room] + [suffix]``, right-padded, from a ragged batch.
+    """Build ``[prefix?] + row[:room] + [suffix?]``, right-padded, from a ragged batch.
 
     ``values`` (int, flat) and ``row_splits`` (int64 [N+1]) are a ragged batch as the
     SentencePiece op returns it; ``prefix`` (int64 [N]) is an optional first token per row,
-    present where ``has_prefix`` (bool [N]). Rows longer than ``max_length`` are cut at the end
-    before the suffix is added, as HF's ``truncation=True`` does. Returns int32 ids and an int32
-    attention mask, both [N, width] with width the longest row.
+    present where ``has_prefix`` (bool [N]). With ``max_length``, rows are cut at the end so that
+    they hold at most that many tokens suffix included, as HF's ``truncation=True`` does. Returns
+    int32 ids and an int32 mask, both [N, width] with width the longest row (at least 1).
     """
     starts = b.op("Slice", [row_splits, b.const(i64(0)), b.const(i64(-1))])
     ends = b.op("Slice", [row_splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))])
-    lengths = b.op("Sub", [ends, starts])
-    prefix_count = b.op("Cast", [has_prefix], to=INT64)
-    kept = b.op("Min", [b.add(lengths, prefix_count), b.const(i64(max_length - 1))])  # tokens before the suffix
-    width = b.op("ReduceMax", [b.op("Concat", [b.add(kept, b.const(i64(1))), b.const(i64(1))], axis=0)], keepdims=1)
+    kept = b.op("Sub", [ends, starts])
+    prefix_count = b.op("Cast", [has_prefix], to=INT64) if has_prefix is not None else None
+    if prefix_count is not None:
+        kept = b.add(kept, prefix_count)
+    suffix_count = 0 if suffix_id is None else 1
+    if max_length is not None:
+        kept = b.op("Min", [kept, b.const(i64(max_length - suffix_count))])  # tokens before the suffix
+    width = b.op(
+        "ReduceMax", [b.op("Concat", [b.add(kept, b.const(i64(suffix_count))), b.const(i64(1))], axis=0)], keepdims=1
+    )
     column = b.op(
         "Unsqueeze",
         [b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [width]), b.const(np.int64(1))]), b.const(i64(0))],
@@ -48,16 +54,34 @@ def ragged_to_padded(
     # Gather the row's own tokens; pad `values` by one so an empty batch still has something to gather.
     values64 = b.op("Concat", [b.op("Cast", [values], to=INT64), b.const(i64(pad_id))], axis=0)
     last = b.op("Sub", [b.op("Shape", [values64]), b.const(i64(1))])
-    position = b.add(per_row(starts), b.op("Sub", [column, per_row(prefix_count)]))
-    position = b.op("Max", [b.op("Min", [position, last]), b.const(i64(0))])
+    offset = column if prefix_count is None else b.op("Sub", [column, per_row(prefix_count)])
+    position = b.op("Max", [b.op("Min", [b.add(per_row(starts), offset), last]), b.const(i64(0))])
     tokens = b.op("Gather", [values64, position])
-    is_prefix = b.op("And", [b.op("Equal", [column, b.const(i64(0))]), per_row(has_prefix)])
-    tokens = b.op("Where", [is_prefix, per_row(prefix), tokens])
+    if prefix is not None and has_prefix is not None:
+        is_prefix = b.op("And", [b.op("Equal", [column, b.const(i64(0))]), per_row(has_prefix)])
+        tokens = b.op("Where", [is_prefix, per_row(prefix), tokens])
     kept_col = per_row(kept)
-    tokens = b.op("Where", [b.op("Equal", [column, kept_col]), b.const(i64(suffix_id)), tokens])
-    inside = b.op("LessOrEqual", [column, kept_col])
+    if suffix_id is not None:
+        tokens = b.op("Where", [b.op("Equal", [column, kept_col]), b.const(i64(suffix_id)), tokens])
+        inside = b.op("LessOrEqual", [column, kept_col])
+    else:
+        inside = b.op("Less", [column, kept_col])
     tokens = b.op("Where", [inside, tokens, b.const(i64(pad_id))])
     return b.op("Cast", [tokens], to=INT32), b.op("Cast", [inside], to=INT32)
+
+
+def padded_to_ragged(b: GraphBuilder, ids: str, mask: str) -> tuple[str, str]:
+    """[N, W] ids with a right-padding mask → flat values and row splits."""
+    keep = b.op("Cast", [b.reshape(mask, [-1])], to=BOOL)
+    values = b.op("Compress", [b.reshape(ids, [-1]), keep], axis=0)
+    lengths = b.op("ReduceSum", [b.op("Cast", [mask], to=INT64), b.const(i64(1))], keepdims=0)
+    splits = b.op("Concat", [b.const(i64(0)), b.op("CumSum", [lengths, b.const(np.int64(0))])], axis=0)
+    return values, splits
+
+
+def merge_rows(b: GraphBuilder, inner_splits: str, outer_splits: str) -> str:
+    """Splits of a ragged-of-ragged batch with the inner level dissolved (chunks → whole rows)."""
+    return b.op("Gather", [inner_splits, outer_splits])
 
 
 def collapse_marked_runs(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .builder import EXTENSIONS_DOMAIN, INT64, GraphBuilder
@@ -24,15 +26,34 @@ def regex_replace(b: GraphBuilder, text: str, pattern: str, rewrite: str, replac
     )
 
 
-def split_language_token(b: GraphBuilder, text: str) -> tuple[str, str]:
+def split_language_token(b: GraphBuilder, text: str, whole: tuple[str, ...] = ()) -> tuple[str, str]:
     """``">>cmn_Hans<< Hi"`` → (``">>cmn_Hans<<"``, ``" Hi"``); no token → (``""``, text).
 
     Mirrors MarianTokenizer.remove_language_code: the text must start with ``>>`` and the token
-    ends at the first ``<<``.
+    ends at the first ``<<``. A string equal to one of ``whole`` is returned whole as the token
+    (with ``""`` as the rest), which is how split-off special tokens pass through.
     """
-    code = regex_replace(b, text, r"(?s)^(>>.*?<<)?.*$", r"\1", replace_all=False)
-    rest = regex_replace(b, text, r"(?s)^>>.*?<<", "", replace_all=False)
+    literals = "|".join(re.escape(token) for token in whole)
+    special = rf"|({literals})$" if whole else ""
+    code = regex_replace(b, text, rf"(?s)^(?:(>>.*?<<){special})?.*$", r"\1\2" if whole else r"\1", replace_all=False)
+    rest = regex_replace(b, text, rf"(?s)^(?:>>.*?<<{special})", "", replace_all=False)
     return code, rest
+
+
+def split_on_literals(b: GraphBuilder, text: str, literals: tuple[str, ...]) -> tuple[str, str]:
+    """Cut every string at each occurrence of ``literals``, keeping them as pieces of their own.
+
+    Returns the flat pieces (empty pieces dropped) and int64 row splits, as HF's added-token
+    trie split does before tokenising each piece.
+    """
+    pattern = np.array(["|".join(re.escape(token) for token in literals)], dtype=object)
+    pieces, _, _, splits = b.op_multi(
+        "StringECMARegexSplitWithOffsets",
+        [text, b.const(pattern, "split_pattern"), b.const(pattern, "keep_pattern")],
+        4,
+        domain=EXTENSIONS_DOMAIN,
+    )
+    return pieces, splits
 
 
 def lookup_tokens(b: GraphBuilder, tokens: str, vocabulary: dict[str, int], unknown_id: int) -> str:

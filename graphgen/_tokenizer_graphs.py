@@ -25,10 +25,13 @@ from custom_ops import (
     is_nonempty,
     join_pieces,
     lookup_tokens,
+    merge_rows,
+    padded_to_ragged,
     ragged_to_padded,
     remap,
     sentencepiece_to_text,
     split_language_token,
+    split_on_literals,
 )
 from custom_ops.builder import EXTENSIONS_DOMAIN, i64
 
@@ -141,15 +144,23 @@ def id_to_piece_table(vocabulary: MarianVocabulary) -> np.ndarray:
 def add_tokenizer(
     b: GraphBuilder, text: str, vocabulary: MarianVocabulary, eos_id: int, pad_id: int
 ) -> tuple[str, str]:
-    """Append the encoding nodes; returns int32 ``input_ids`` and ``attention_mask`` value names."""
+    """Append the encoding nodes; returns int32 ``input_ids`` and ``attention_mask`` value names.
+
+    As MarianTokenizer does, special tokens typed into the text (``</s>``, ``<unk>``, ``<pad>``)
+    are split off first and each remaining chunk is tokenised on its own (its own language
+    token, its own SentencePiece call); the chunks of a row are then joined, cut to the
+    model's limit and given ``</s>``.
+    """
     source = source_sentencepiece(vocabulary)
-    code, rest = split_language_token(b, text)
-    codes = {
+    specials = tuple(token for token in SPECIAL_TOKENS if token in vocabulary.source_vocab)
+    chunks, chunk_rows = split_on_literals(b, text, specials)
+    lead, rest = split_language_token(b, chunks, whole=specials)
+    lead_ids = {
         token: index
         for token, index in vocabulary.source_vocab.items()
-        if token.startswith(">>") and token.endswith("<<")
+        if (token.startswith(">>") and token.endswith("<<")) or token in specials
     }
-    code_id = lookup_tokens(b, code, codes or {">><<": vocabulary.unk_id}, vocabulary.unk_id)
+    lead_id = lookup_tokens(b, lead, lead_ids, vocabulary.unk_id)
     spm_ids, splits = b.op_multi(
         "SentencepieceTokenizer",
         [
@@ -173,12 +184,14 @@ def add_tokenizer(
     )
     model_ids = remap(b, spm_ids, source.to_model_ids, "spm_to_model_ids")
     model_ids, splits = collapse_marked_runs(b, model_ids, splits, unknown_run, vocabulary.unk_id)
+    chunk_ids, chunk_mask = ragged_to_padded(
+        b, model_ids, splits, pad_id=pad_id, prefix=lead_id, has_prefix=is_nonempty(b, lead)
+    )
+    tokens, token_splits = padded_to_ragged(b, chunk_ids, chunk_mask)
     return ragged_to_padded(
         b,
-        model_ids,
-        splits,
-        code_id,
-        is_nonempty(b, code),
+        tokens,
+        merge_rows(b, token_splits, chunk_rows),
         suffix_id=eos_id,
         pad_id=pad_id,
         max_length=vocabulary.max_length,

@@ -15,10 +15,13 @@ from custom_ops import (
     is_nonempty,
     join_pieces,
     lookup_tokens,
+    merge_rows,
+    padded_to_ragged,
     ragged_to_padded,
     remap,
     sentencepiece_to_text,
     split_language_token,
+    split_on_literals,
 )
 from custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, STRING
 from graphgen._assemble import make_model
@@ -54,6 +57,37 @@ def test_split_language_token() -> None:
         assert (c, r) == expected, text
 
 
+def test_split_language_token_with_whole_tokens() -> None:
+    texts = ["</s>", ">>a<< x", "</s> ", "<pad>", "x</s>", ""]
+    b = GraphBuilder("t")
+    code, rest = split_language_token(b, "text", whole=("</s>", "<pad>"))
+    got_code, got_rest = run(b, {"text": strings(*texts)}, [code, rest])
+    assert got_code.tolist() == ["</s>", ">>a<<", "", "<pad>", "", ""]
+    assert got_rest.tolist() == ["", " x", "</s> ", "", "x</s>", ""]
+
+
+def test_split_on_literals() -> None:
+    b = GraphBuilder("t")
+    pieces, splits = split_on_literals(b, "text", ("</s>", "<unk>"))
+    got, got_splits = run(b, {"text": strings("a </s> b", "", "</s></s>", "x<unk>", "none")}, [pieces, splits])
+    assert got.tolist() == ["a ", "</s>", " b", "</s>", "</s>", "x", "<unk>", "none"]
+    assert got_splits.tolist() == [0, 3, 3, 5, 7, 8]
+
+
+def test_padded_to_ragged_and_merge_rows() -> None:
+    b = GraphBuilder("t")
+    values, splits = padded_to_ragged(b, "ids", "mask")
+    merged = merge_rows(b, splits, "outer")
+    ids = np.array([[1, 2, 0], [3, 0, 0], [0, 0, 0], [4, 5, 6]], dtype=np.int32)
+    mask = (np.array([[1, 1, 0], [1, 0, 0], [0, 0, 0], [1, 1, 1]])).astype(np.int32)
+    got, got_splits, got_merged = run(
+        b, {"ids": (INT32, ids), "mask": (INT32, mask), "outer": (INT64, np.array([0, 2, 4]))}, [values, splits, merged]
+    )
+    assert got.tolist() == [1, 2, 3, 4, 5, 6]
+    assert got_splits.tolist() == [0, 2, 3, 3, 6]
+    assert got_merged.tolist() == [0, 3, 6]  # rows 0-1 and rows 2-3 joined
+
+
 def test_lookup_tokens_and_is_nonempty() -> None:
     b = GraphBuilder("t")
     ids = lookup_tokens(b, "text", {">>a<<": 5, ">>b<<": 7}, unknown_id=1)
@@ -86,7 +120,9 @@ def test_ragged_to_padded(rows: list[list[int]], data: st.DataObject) -> None:
     present = data.draw(st.lists(st.booleans(), min_size=len(rows), max_size=len(rows)))
     limit = data.draw(st.integers(2, 12))
     b = GraphBuilder("t")
-    ids, mask = ragged_to_padded(b, "values", "splits", "prefix", "present", suffix_id=0, pad_id=99, max_length=limit)
+    ids, mask = ragged_to_padded(
+        b, "values", "splits", prefix="prefix", has_prefix="present", suffix_id=0, pad_id=99, max_length=limit
+    )
     values, splits = _ragged(rows)
     got_ids, got_mask = run(
         b,

@@ -80,7 +80,9 @@ def test_batches(tokenizers: Tokenizers) -> None:
         np.testing.assert_array_equal(mask, expected["attention_mask"], err_msg=f"mask at {start}")
 
 
-ALPHABET = st.sampled_from([*list("abcXYZ019 .,!?'\t\n"), "猫", "世", "😀", "é", "\u3000", ">>", "<<", "cmn_Hans"])
+ALPHABET = st.sampled_from(
+    [*list("abcXYZ019 .,!?'\t\n"), "猫", "世", "😀", "é", "\u3000", ">>", "<<", "cmn_Hans", "</s>", "<pad>", "<unk>"]
+)
 
 
 @settings(max_examples=150, deadline=None)

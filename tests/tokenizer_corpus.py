@@ -64,6 +64,10 @@ def tokenizer_strings(seed: int = 7) -> list[str]:
     for _ in range(300):  # language tokens, well-formed or not, with and without a space after
         body = " ".join(rng.sample(words, rng.randint(0, 8)))
         strings.append(rng.choice(TOKENS) + rng.choice(("", " ", "  ")) + body)
+    for _ in range(60):  # special tokens typed as text, which MarianTokenizer splits off
+        parts = [rng.choice(words), rng.choice(("</s>", "<unk>", "<pad>", " </s> ", "<pad><pad>")), rng.choice(words)]
+        strings.append(rng.choice(("", ">>cmn_Hans<< ")) + "".join(parts[: rng.randint(1, 3)]))
+    strings += ["</s>", "<unk>", "<pad>", "</s>>>cmn_Hans<< hi", "a</s>", " <unk> ", "</s", "<pad> >>cmn_Hant<<"]
     for length in (100, 300, 511, 512, 513, 700, 2000):  # around and beyond the 512-token limit
         strings.append(" ".join(rng.choice(words) for _ in range(length)))
         strings.append(">>cmn_Hans<< " + " ".join(str(rng.randint(0, 9)) for _ in range(length)))
