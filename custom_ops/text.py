@@ -69,13 +69,34 @@ def is_nonempty(b: GraphBuilder, text: str) -> str:
     return b.op("Greater", [length, b.const(np.int64(0))])
 
 
-def join_pieces(b: GraphBuilder, pieces: str, axis: int) -> str:
-    """Concatenate strings along ``axis`` (removing it)."""
-    return b.op(
+def join_pieces(b: GraphBuilder, pieces: str, axis: int, rank: int) -> str:
+    """Concatenate strings of a rank-``rank`` tensor along ``axis`` (the axis is removed).
+
+    onnxruntime-extensions 0.15's StringJoin kills the process when a dimension other than the
+    joined one is 0 (an empty batch, say), so every other dimension gets one extra slot of
+    empty strings before the join, and the result is cut back to the original sizes.
+    """
+    shape = b.op("Shape", [pieces])
+    padded = pieces
+    for dim in range(rank):
+        if dim == axis:
+            continue
+        grown_shape = b.op("Shape", [padded])
+        one_slot = b.op(
+            "ScatterElements",
+            [grown_shape, b.const(np.array([dim], dtype=np.int64)), b.const(np.array([1], dtype=np.int64))],
+        )
+        spare = b.op("Expand", [b.const(np.array("", dtype=object), "empty"), one_slot])
+        padded = b.op("Concat", [padded, spare], axis=dim)
+    joined = b.op(
         "StringJoin",
-        [pieces, b.const(np.array("", dtype=object), "separator"), b.const(np.int64(axis), "axis")],
+        [padded, b.const(np.array("", dtype=object), "separator"), b.const(np.int64(axis), "axis")],
         domain=EXTENSIONS_DOMAIN,
     )
+    kept_dims = [d for d in range(rank) if d != axis]
+    sizes = b.op("Gather", [shape, b.const(np.array(kept_dims, dtype=np.int64))])
+    starts = b.const(np.zeros(len(kept_dims), dtype=np.int64))
+    return b.op("Slice", [joined, starts, sizes, b.const(np.arange(len(kept_dims), dtype=np.int64))])
 
 
 def sentencepiece_to_text(b: GraphBuilder, joined_pieces: str) -> str:

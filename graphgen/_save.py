@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
@@ -16,7 +17,6 @@ from onnx import ModelProto
 
 from ._errors import OutputPathError
 
-PROTOBUF_LIMIT = 2**31 - 1
 EXTERNAL_DATA_THRESHOLD = int(1.8 * 2**30)  # leave room for the graph itself
 
 
@@ -35,19 +35,17 @@ def check_output_path(path: Path) -> Path:
     return path
 
 
+def all_initializers(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Initializers of ``graph`` and of every subgraph nested in its nodes' attributes."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from all_initializers(attribute.g)
+
+
 def _weights_bytes(model: ModelProto) -> int:
-    total = 0
-
-    def visit(graph: onnx.GraphProto) -> None:
-        nonlocal total
-        total += sum(len(t.raw_data) for t in graph.initializer)
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.type == onnx.AttributeProto.GRAPH:
-                    visit(attribute.g)
-
-    visit(model.graph)
-    return total
+    return sum(len(tensor.raw_data) for tensor in all_initializers(model.graph))
 
 
 def save_model(model: ModelProto, path: Path) -> list[Path]:

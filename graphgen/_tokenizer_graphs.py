@@ -202,7 +202,7 @@ def add_detokenizer(b: GraphBuilder, sequences: str, vocabulary: MarianVocabular
     """Append the decoding nodes: int32 ``[batch, beams, length]`` ids → string ``[batch, beams]``."""
     table = b.derived("id_to_piece", id_to_piece_table(vocabulary))
     pieces = b.op("Gather", [table, sequences])
-    return sentencepiece_to_text(b, join_pieces(b, pieces, axis=2))
+    return sentencepiece_to_text(b, join_pieces(b, pieces, axis=2, rank=3))
 
 
 __all__ = ["MarianVocabulary", "add_detokenizer", "add_tokenizer", "i64", "load_vocabulary"]

@@ -180,6 +180,6 @@ def test_collapse_marked_runs(rows: list[list[int]]) -> None:
 )
 def test_join_and_clean(pieces: list[list[str]], expected: list[str]) -> None:
     b = GraphBuilder("t")
-    text = sentencepiece_to_text(b, join_pieces(b, "pieces", axis=1))
+    text = sentencepiece_to_text(b, join_pieces(b, "pieces", axis=1, rank=2))
     (got,) = run(b, {"pieces": (STRING, np.array(pieces, dtype=object))}, [text])
     assert got.tolist() == expected == ["".join(row).replace("\u2581", " ").strip() for row in pieces]

@@ -16,27 +16,13 @@ from graphgen import CheckpointError, OutputPathError, UnsupportedModelError
 from graphgen._assemble import build_id_model
 from graphgen._export import export
 from graphgen._load import load_checkpoint
-from graphgen._save import save_model
-
-
-def _all_initializers(model: onnx.ModelProto) -> list[onnx.TensorProto]:
-    found: list[onnx.TensorProto] = []
-
-    def visit(graph: onnx.GraphProto) -> None:
-        found.extend(graph.initializer)
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.type == onnx.AttributeProto.GRAPH:
-                    visit(attribute.g)
-
-    visit(model.graph)
-    return found
+from graphgen._save import all_initializers, save_model
 
 
 def test_weights_are_stored_once(demo_dir: Path) -> None:
     spec = load_checkpoint(demo_dir).spec
     model = build_id_model(spec)
-    tensors = _all_initializers(model)
+    tensors = list(all_initializers(model.graph))
     names = [t.name for t in tensors]
     assert len(names) == len(set(names)), "an initializer name appears twice"
     big = [t for t in tensors if len(t.raw_data) > 4096]

@@ -120,11 +120,12 @@ def test_raw_session_bad_parameters_raise_not_crash(demo_onnx: Path) -> None:
         cases = [{{"num_beams": np.array([0], np.int32)}},
                  {{"num_return_sequences": np.array([9], np.int32)}},
                  {{"max_length": np.array([900], np.int32)}},
-                 {{"text": np.array([1.0], np.float32)}}]
+                 {{"text": np.array([1.0], np.float32)}},
+                 {{"text": np.array([], dtype=object)}}]
         for case in cases:
             try:
-                session.run(None, {{"text": text, **case}})
-                print("no error", list(case))
+                result = session.run(["translation"], {{"text": text, **case}})
+                print("no error", list(case), result[0].shape)
             except Exception as error:
                 print("error", type(error).__name__)
     """)
@@ -133,6 +134,7 @@ def test_raw_session_bad_parameters_raise_not_crash(demo_onnx: Path) -> None:
     outcomes = done.stdout.splitlines()
     # max_length beyond the positions only fails once generation actually gets there; "hello" ends first.
     assert [outcomes[0], outcomes[1], outcomes[3]] == ["error Fail", "error Fail", "error InvalidArgument"], outcomes
+    assert outcomes[4] == "no error ['text'] (0, 0)", outcomes  # an empty batch: an empty result
 
 
 def test_refuses_id_level_models(demo_dir: Path, tmp_path: Path) -> None:
