@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from .builder import EXTENSIONS_DOMAIN, INT64, GraphBuilder
+from .builder import EXTENSIONS_DOMAIN, INT64, GraphBuilder, i64
 
 # Python's str.strip() removes Unicode White_Space; RE2's \s is ASCII only, so list the rest.
 _WHITESPACE = r"[\s\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{1c}-\x{1f}]"
@@ -60,7 +60,7 @@ def lookup_tokens(b: GraphBuilder, tokens: str, vocabulary: dict[str, int], unkn
     """Whole strings → ids (int64, same shape); strings not in ``vocabulary`` → ``unknown_id``."""
     lines = "\n".join(f"{token}\t{index}" for token, index in vocabulary.items())
     ids = b.op("StringToVector", [tokens], domain=EXTENSIONS_DOMAIN, map=lines, unk=str(unknown_id))
-    return b.op("Squeeze", [ids, b.const(np.array([-1], dtype=np.int64))])
+    return b.op("Squeeze", [ids, b.const(i64(-1))])
 
 
 def is_nonempty(b: GraphBuilder, text: str) -> str:
@@ -84,7 +84,7 @@ def join_pieces(b: GraphBuilder, pieces: str, axis: int, rank: int) -> str:
         grown_shape = b.op("Shape", [padded])
         one_slot = b.op(
             "ScatterElements",
-            [grown_shape, b.const(np.array([dim], dtype=np.int64)), b.const(np.array([1], dtype=np.int64))],
+            [grown_shape, b.const(np.array([dim], dtype=np.int64)), b.const(i64(1))],
         )
         spare = b.op("Expand", [b.const(np.array("", dtype=object), "empty"), one_slot])
         padded = b.op("Concat", [padded, spare], axis=dim)

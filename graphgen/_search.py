@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
-from custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBuilder
+from custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBuilder, i64
 
 from ._spec import ModelSpec
 
@@ -38,7 +38,7 @@ def trim_sequences(spec: ModelSpec) -> GraphBuilder:
     is_token = b.op(
         "Cast", [b.op("Not", [b.op("Equal", [RAW_SEQUENCES, b.const(np.int32(spec.pad_token_id))])])], to=INT64
     )
-    width = b.op("Gather", [b.op("Shape", [RAW_SEQUENCES]), b.const(np.array([2], dtype=np.int64))])
+    width = b.op("Gather", [b.op("Shape", [RAW_SEQUENCES]), b.const(i64(2))])
     positions = b.op(
         "Range",
         [b.const(np.int64(1)), b.op("Add", [b.op("Squeeze", [width]), b.const(np.int64(1))]), b.const(np.int64(1))],
@@ -46,11 +46,11 @@ def trim_sequences(spec: ModelSpec) -> GraphBuilder:
     last = b.op("ReduceMax", [b.op("Mul", [is_token, positions])], keepdims=0)
     length = b.op(
         "Max",
-        [b.op("Unsqueeze", [last, b.const(np.array([0], dtype=np.int64))]), b.const(np.array([1], dtype=np.int64))],
+        [b.op("Unsqueeze", [last, b.const(i64(0))]), b.const(i64(1))],
     )
     b.op(
         "Slice",
-        [RAW_SEQUENCES, b.const(np.array([0], dtype=np.int64)), length, b.const(np.array([2], dtype=np.int64))],
+        [RAW_SEQUENCES, b.const(i64(0)), length, b.const(i64(2))],
         outputs=["sequences"],
     )
     return b
@@ -148,7 +148,7 @@ def one_item_at_a_time(search: NodeProto) -> list[NodeProto]:
             helper.make_tensor_value_info("item_sequences", INT32, [1, "num_return_sequences", "max_length"]),
             helper.make_tensor_value_info("item_scores", FLOAT, [1, "num_return_sequences"]),
         ],
-        initializer=[numpy_helper.from_array(np.array([0], dtype=np.int64), "item_axes")],
+        initializer=[numpy_helper.from_array(i64(0), "item_axes")],
     )
     return [
         helper.make_node("Shape", ["input_ids"], ["search_batch_shape"], start=0, end=1),
@@ -159,7 +159,7 @@ def one_item_at_a_time(search: NodeProto) -> list[NodeProto]:
     ]
 
 
-SEARCH_CONSTANTS = [numpy_helper.from_array(np.array([1], dtype=np.int64), "search_squeeze_axis")]
+SEARCH_CONSTANTS = [numpy_helper.from_array(i64(1), "search_squeeze_axis")]
 
 
 def id_level_io(spec: ModelSpec) -> tuple[list[ValueInfoProto], list[TensorProto], list[ValueInfoProto]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import GraphProto
 
-from custom_ops.builder import FLOAT, INT32, GraphBuilder
+from custom_ops.builder import FLOAT, INT32, GraphBuilder, i64
 
 from ._spec import ModelSpec
 
@@ -99,7 +99,7 @@ class _Transformer:
         b = self.b
         is_pad = b.op("Equal", [attention_mask, b.const(np.int32(0))])
         bias = b.op("Where", [is_pad, b.const(MASKED), b.const(np.float32(0.0))])
-        return b.op("Unsqueeze", [bias, b.const(np.array([1, 2], dtype=np.int64))])
+        return b.op("Unsqueeze", [bias, b.const(i64(1, 2))])
 
     def embed(self, ids: str, table: str, positions: str) -> str:
         b = self.b
@@ -110,8 +110,8 @@ class _Transformer:
 
     def encoder(self, input_ids: str, bias: str) -> str:
         b, spec = self.b, self.spec
-        length = b.op("Gather", [b.op("Shape", [input_ids]), b.const(np.array([1], dtype=np.int64))])
-        positions = b.op("Slice", [self.w("positions"), b.const(np.array([0], dtype=np.int64)), length])
+        length = b.op("Gather", [b.op("Shape", [input_ids]), b.const(i64(1))])
+        positions = b.op("Slice", [self.w("positions"), b.const(i64(0)), length])
         x = self.embed(input_ids, "encoder.embed_tokens", positions)
         for index in range(spec.encoder_layers):
             prefix = f"encoder.layers.{index}"
@@ -163,7 +163,7 @@ class _Transformer:
             x = self.layer_norm(b.add(x, attended), f"{prefix}.encoder_attn_layer_norm")
             hidden = self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
             x = self.layer_norm(b.add(x, hidden), f"{prefix}.final_layer_norm")
-        return self.logits(x, b.op("Add", [past_length, b.const(np.array([1], dtype=np.int64))])), presents
+        return self.logits(x, b.op("Add", [past_length, b.const(i64(1))])), presents
 
     def logits(self, hidden: str, current_length: str) -> str:
         """Output projection with the bias and the in-graph logits processors.
@@ -213,7 +213,7 @@ def build_encoder_graph(spec: ModelSpec) -> tuple[GraphProto, GraphBuilder]:
     bias = t.padding_bias(mask)
     states = t.encoder(input_ids, bias)
     cross = t.cross_caches(states)
-    logits, presents = t.decoder_step(decoder_ids, b.const(np.array([0], dtype=np.int64)), None, cross, bias)
+    logits, presents = t.decoder_step(decoder_ids, b.const(i64(0)), None, cross, bias)
     b.output(logits, "logits", FLOAT, ["batch", 1, spec.target_vocab_size])
     b.output(states, "encoder_hidden_states", FLOAT, ["batch", "source", spec.d_model])
     for index, (key, value) in enumerate(presents):

@@ -17,6 +17,7 @@ from transformers import MarianMTModel, MarianTokenizer
 from graphgen import GraphgenError, Translator, export
 
 SOURCES = [source for source, _ in demo_test_pairs()]
+Models = tuple[Translator, MarianMTModel, MarianTokenizer]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def demo_onnx(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module", params=["shared", "separate"])
-def models(request: pytest.FixtureRequest, demo_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+def models(request: pytest.FixtureRequest, demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Models:
     directory = demo_dir if request.param == "shared" else request.getfixturevalue("separate_vocab_dir")
     path = tmp_path_factory.mktemp("text") / "model.onnx"
     export(str(directory), str(path))
@@ -47,7 +48,7 @@ def hf_translate(model: MarianMTModel, tokenizer: MarianTokenizer, texts: list[s
 
 @pytest.mark.parametrize("batch_size", [1, 16], ids=["batch1", "batch16"])
 @pytest.mark.parametrize("num_beams", [1, None], ids=["greedy", "default-beams"])
-def test_translation_equals_hf(models, batch_size: int, num_beams: int | None) -> None:
+def test_translation_equals_hf(models: Models, batch_size: int, num_beams: int | None) -> None:
     translator, model, tokenizer = models
     settings = {} if num_beams is None else {"num_beams": num_beams}
     differences = []
