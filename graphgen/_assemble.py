@@ -18,6 +18,7 @@ from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto,
 
 from custom_ops.builder import EXTENSIONS_DOMAIN, FLOAT, INT32, MS_DOMAIN, OPSET, STRING, GraphBuilder
 
+from ._quantize import Int8Weights
 from ._search import (
     ID_INPUTS,
     SEARCH_CONSTANTS,
@@ -66,7 +67,7 @@ def place_weights(spec: ModelSpec, parts: Sequence[tuple[GraphProto, GraphBuilde
     return outer
 
 
-def metadata(spec: ModelSpec, interface: str) -> dict[str, str]:
+def metadata(spec: ModelSpec, interface: str, int8: bool = False) -> dict[str, str]:
     from . import __version__
 
     defaults = {name: value.item() for name, value in parameter_defaults(spec).items()}
@@ -80,6 +81,7 @@ def metadata(spec: ModelSpec, interface: str) -> dict[str, str]:
         "graphgen.source": spec.source,
         "graphgen.architecture": spec.architecture,
         "graphgen.interface": interface,
+        "graphgen.precision": "int8" if int8 else "float32",
         "graphgen.generation_defaults": json.dumps(defaults, sort_keys=True),
         "graphgen.custom_op_domains": json.dumps([MS_DOMAIN]),
         "graphgen.max_positions": str(spec.max_positions),
@@ -108,9 +110,10 @@ class _SearchCore:
     outputs: list[ValueInfoProto]
 
 
-def _search_core(spec: ModelSpec) -> _SearchCore:
-    encoder = build_encoder_graph(spec)
-    decoder = build_decoder_graph(spec)
+def _search_core(spec: ModelSpec, int8: bool) -> _SearchCore:
+    weights = Int8Weights(spec) if int8 else None
+    encoder = build_encoder_graph(spec, weights)
+    decoder = build_decoder_graph(spec, weights)
     outer_weights = place_weights(spec, [encoder, decoder])
     node, extras = search_node(spec, encoder[0], decoder[0])
     inputs, defaults, outputs = id_level_io(spec)
@@ -123,16 +126,16 @@ def _search_core(spec: ModelSpec) -> _SearchCore:
     )
 
 
-def build_id_model(spec: ModelSpec) -> ModelProto:
+def build_id_model(spec: ModelSpec, *, int8: bool = False) -> ModelProto:
     """ids in, ids out: the BeamSearch node over the encoder and decoder subgraphs."""
-    core = _search_core(spec)
+    core = _search_core(spec, int8)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs, initializer=core.initializers)
-    return make_model(graph, metadata(spec, "ids"))
+    return make_model(graph, metadata(spec, "ids", int8))
 
 
-def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary) -> ModelProto:
+def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary, *, int8: bool = False) -> ModelProto:
     """strings in, strings out: tokenizer → BeamSearch → detokenizer in one graph."""
-    core = _search_core(spec)
+    core = _search_core(spec, int8)
     pre = GraphBuilder("tokenizer")
     ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id)
     pre.op("Identity", [ids], outputs=["input_ids"])
@@ -150,7 +153,7 @@ def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary) -> ModelProt
         outputs,
         initializer=[*core.initializers, *pre.constants, *post.constants, *tables],
     )
-    props = metadata(spec, "text")
+    props = metadata(spec, "text", int8)
     props["graphgen.custom_op_domains"] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
     return make_model(graph, props, domains=[(EXTENSIONS_DOMAIN, 1)])
 

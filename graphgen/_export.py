@@ -31,13 +31,15 @@ def export(
     output: str | Path,
     *,
     tokenizer: bool = True,
+    int8: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
     """Export ``model`` (checkpoint directory or hub id) to one ONNX file at ``output``.
 
     By default the graph takes and returns strings (tokenizer and detokenizer inside; needs
     onnxruntime-extensions at run time). With ``tokenizer=False`` it takes and returns token ids,
-    which ORT builds without the extensions library can run.
+    which ORT builds without the extensions library can run. ``int8=True`` stores every matrix
+    (embedding tables and output projection included) as int8 with per-column scales.
     """
     report = progress or log.info
     started = time.perf_counter()
@@ -53,7 +55,10 @@ def export(
         f"building graphs: {spec.architecture}, {spec.encoder_layers}+{spec.decoder_layers} layers, "
         f"d_model {spec.d_model}, vocab {spec.target_vocab_size}"
     )
-    onnx_model = build_id_model(spec) if vocabulary is None else build_text_model(spec, vocabulary)
+    if vocabulary is None:
+        onnx_model = build_id_model(spec, int8=int8)
+    else:
+        onnx_model = build_text_model(spec, vocabulary, int8=int8)
     report(f"saving {path}")
     files = save_model(onnx_model, path)
     seconds = time.perf_counter() - started

@@ -17,8 +17,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import GraphProto
 
-from custom_ops.builder import FLOAT, INT32, GraphBuilder, i64
+from custom_ops.builder import FLOAT, INT32, MS_DOMAIN, GraphBuilder, i64
 
+from ._quantize import Int8Weights
 from ._spec import ModelSpec
 
 NEG_INF = np.float32(-np.inf)
@@ -43,16 +44,26 @@ def sinusoidal_positions(count: int, dim: int) -> np.ndarray:
 class _Transformer:
     """The layer code both subgraphs share; one instance per subgraph being built."""
 
-    def __init__(self, b: GraphBuilder, spec: ModelSpec) -> None:
+    def __init__(self, b: GraphBuilder, spec: ModelSpec, int8: Int8Weights | None) -> None:
         self.b = b
         self.spec = spec
+        self.int8 = int8
 
     def w(self, name: str) -> str:
         """A weight reference by the name it is stored under (tied tables resolve to one)."""
         return self.b.weight(self.spec.weight_name(name))
 
     def linear(self, x: str, prefix: str) -> str:
-        return self.b.add(self.b.matmul(x, self.w(f"{prefix}.weight")), self.w(f"{prefix}.bias"))
+        if self.int8 is None:
+            return self.b.add(self.b.matmul(x, self.w(f"{prefix}.weight")), self.w(f"{prefix}.bias"))
+        name = self.spec.weight_name(f"{prefix}.weight")
+        return self.int8_matmul(x, name, *self.int8.linear(name), self.w(f"{prefix}.bias"))
+
+    def int8_matmul(self, x: str, name: str, weight: np.ndarray, scale: np.ndarray, bias: str) -> str:
+        b = self.b
+        zero = b.derived(f"int8_zero_points_{scale.size}", np.zeros(scale.size, dtype=np.int8))
+        inputs = [x, b.derived(f"{name}.int8", weight), b.derived(f"{name}.scale", scale), zero, bias]
+        return b.op("DynamicQuantizeMatMul", inputs, domain=MS_DOMAIN)
 
     def layer_norm(self, x: str, prefix: str) -> str:
         b = self.b
@@ -103,7 +114,17 @@ class _Transformer:
 
     def embed(self, ids: str, table: str, positions: str) -> str:
         b = self.b
-        tokens = b.op("Gather", [self.w(table), ids])
+        if self.int8 is None:
+            tokens = b.op("Gather", [self.w(table), ids])
+        else:  # int8 table is [d_model, vocab]: gather columns, dequantize with each token's scale
+            name = self.spec.weight_name(table)
+            weight, scale = self.int8.table(name)
+            columns = b.op("Gather", [b.derived(f"{name}.int8", weight), ids], axis=1)  # [d, B, S]
+            values = b.op("Cast", [b.transpose(columns, [1, 2, 0])], to=FLOAT)
+            token_scale = b.op(
+                "Unsqueeze", [b.op("Gather", [b.derived(f"{name}.scale", scale), ids]), b.const(i64(-1))]
+            )
+            tokens = b.mul(values, token_scale)
         if self.spec.embed_scale != 1.0:
             tokens = b.mul(tokens, b.const(np.float32(self.spec.embed_scale), "embed_scale"))
         return b.add(tokens, positions)
@@ -174,7 +195,11 @@ class _Transformer:
         b, spec = self.b, self.spec
         flat = b.reshape(hidden, [-1, spec.d_model])
         bias = b.derived("logits_bias", logits_bias(spec))
-        logits = b.op("Gemm", [flat, self.w("lm_head.weight"), bias], transB=1)
+        if self.int8 is None:
+            logits = b.op("Gemm", [flat, self.w("lm_head.weight"), bias], transB=1)
+        else:
+            name = self.spec.weight_name("lm_head.weight")
+            logits = self.int8_matmul(flat, name, *self.int8.table(name), bias)
         if spec.renormalize_logits or spec.forced_eos:
             is_eos = np.arange(spec.target_vocab_size) == spec.eos_token_id
             eos_column = b.const(is_eos, "is_eos")
@@ -203,10 +228,10 @@ def _cache_shape(spec: ModelSpec, length: str | int) -> list[int | str]:
     return ["batch", heads, length, spec.d_model // heads]
 
 
-def build_encoder_graph(spec: ModelSpec) -> tuple[GraphProto, GraphBuilder]:
+def build_encoder_graph(spec: ModelSpec, int8: Int8Weights | None = None) -> tuple[GraphProto, GraphBuilder]:
     """Encoder + first decoder step (the BeamSearch op's 3-input encoder form)."""
     b = GraphBuilder("encoder")
-    t = _Transformer(b, spec)
+    t = _Transformer(b, spec, int8)
     input_ids = b.input("encoder_input_ids", INT32, ["batch", "source"])
     mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
     decoder_ids = b.input("decoder_input_ids", INT32, ["batch", 1])
@@ -225,10 +250,10 @@ def build_encoder_graph(spec: ModelSpec) -> tuple[GraphProto, GraphBuilder]:
     return b.graph(), b
 
 
-def build_decoder_graph(spec: ModelSpec) -> tuple[GraphProto, GraphBuilder]:
+def build_decoder_graph(spec: ModelSpec, int8: Int8Weights | None = None) -> tuple[GraphProto, GraphBuilder]:
     """One KV-cached decoding step."""
     b = GraphBuilder("decoder")
-    t = _Transformer(b, spec)
+    t = _Transformer(b, spec, int8)
     input_ids = b.input("input_ids", INT32, ["batch", 1])
     mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
     past_self, cross = [], []

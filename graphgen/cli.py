@@ -16,7 +16,7 @@ def _export(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[graphgen] {message}", file=sys.stderr, flush=True)
 
-    export(args.model, args.output, tokenizer=not args.no_tokenizer, progress=progress)
+    export(args.model, args.output, tokenizer=not args.no_tokenizer, int8=args.int8, progress=progress)
     return 0
 
 
@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write the id-level graph (int32 input_ids/attention_mask in, sequences out) without the "
         "tokenizer and detokenizer; for ORT bindings that cannot load onnxruntime-extensions",
+    )
+    export.add_argument(
+        "--int8",
+        action="store_true",
+        help="store weights as int8 (per-column scales, dynamic activation quantization): about 4x smaller "
+        "and faster on CPU, with a small accuracy cost measured in the README",
     )
     export.add_argument("-q", "--quiet", action="store_true", help="print no progress messages")
     export.set_defaults(run=_export)

@@ -79,3 +79,11 @@ def test_full_size_export(tmp_path: Path) -> None:
         },
     )
     assert sequences.shape[0] == 1 and sequences.shape[2] <= 6
+
+    started = time.perf_counter()
+    export(checkpoint, tmp_path / "int8.onnx", tokenizer=False, int8=True)
+    int8_size = (tmp_path / "int8.onnx").stat().st_size
+    print(f"full-size int8 export: {time.perf_counter() - started:.1f} s, {int8_size / 2**20:.0f} MiB")
+    assert int8_size <= 90 * 10**6
+    session = ort.InferenceSession(str(tmp_path / "int8.onnx"), providers=["CPUExecutionProvider"])
+    session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids), "max_length": np.array([6], np.int32)})

@@ -1,0 +1,42 @@
+"""int8 weights for ``graphgen export --int8``: symmetric, one scale per output column.
+
+Linear layers run as com.microsoft ``DynamicQuantizeMatMul`` (activations quantized per call,
+weights int8). An embedding table is stored once, transposed to ``[d_model, vocab]`` with one
+scale per token: the same int8 array serves the embedding lookup (a Gather along axis 1) and, when
+tied, the output projection (whose output columns are the tokens), so the largest tensor of an
+opus-mt model is both quantized and kept single.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._spec import ModelSpec
+
+
+def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``weight`` [in, out] → int8 [in, out] and float32 scales [out] with w ≈ q · scale."""
+    peak = np.abs(weight).max(axis=0)
+    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    quantized = np.clip(np.rint(weight / scale), -127, 127).astype(np.int8)
+    return quantized, scale
+
+
+class Int8Weights:
+    """Quantizes each weight once per export, however many subgraphs read it."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def linear(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A ``[in, out]`` linear weight."""
+        if name not in self._cache:
+            self._cache[name] = quantize_columns(self.spec.weights[name])
+        return self._cache[name]
+
+    def table(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A ``[vocab, d_model]`` table, returned transposed: int8 ``[d_model, vocab]``, scales ``[vocab]``."""
+        if name not in self._cache:
+            self._cache[name] = quantize_columns(np.ascontiguousarray(self.spec.weights[name].T))
+        return self._cache[name]
