@@ -1,0 +1,104 @@
+"""First speed comparison: graphgen fp32/int8 against HF generate, in one process.
+
+    python benchmarks/speed.py [--runs 5] [--new-tokens 40]
+
+Uses the full opus-mt-en-zh shape (vocab 65001, 6+6 layers, d_model 512) with random weights,
+batch 1, a 20-token input and exactly N new tokens for every system (min_length = max_length),
+greedy and 4 beams; prints medians and ratios as a markdown table. Issue 5's full benchmark
+(CTranslate2, optimum-onnx, the seed approach, batch 16, charts) builds on this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from test_full_size import opus_mt_shaped_checkpoint  # noqa: E402
+from transformers import MarianMTModel  # noqa: E402
+
+from graphgen._export import export  # noqa: E402
+
+
+def median_ms(run: object, runs: int) -> float:
+    run()  # type: ignore[operator]  # warm-up
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        run()  # type: ignore[operator]
+        times.append(time.perf_counter() - started)
+    return 1000 * statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--new-tokens", type=int, default=40)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = opus_mt_shaped_checkpoint(Path(tmp) / "checkpoint")
+        graphs = {}
+        for name, int8 in (("graphgen fp32", False), ("graphgen int8", True)):
+            path = Path(tmp) / f"{name.split()[1]}.onnx"
+            export(checkpoint, path, tokenizer=False, int8=int8)
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            options.intra_op_num_threads = 2
+            graphs[name] = (ort.InferenceSession(str(path), options), path.stat().st_size)
+        model = MarianMTModel.from_pretrained(checkpoint).eval()
+        ids = np.random.default_rng(0).integers(10, 60000, size=(1, 20)).astype(np.int32)
+        ids[0, -1] = 0
+        length = args.new_tokens + 1  # + the decoder start token
+        print(f"batch 1, 20-token input, {args.new_tokens} new tokens, median of {args.runs}, 2 threads\n")
+        print("| system | search | latency ms | tokens/s | speed-up vs HF | file MB |")
+        print("|---|---|---|---|---|---|")
+        for beams in (1, 4):
+            search = "greedy" if beams == 1 else f"{beams} beams"
+            tensor = torch.from_numpy(ids).long()
+
+            def hf(beams: int = beams, tensor: torch.Tensor = tensor) -> None:
+                with torch.no_grad():
+                    model.generate(
+                        input_ids=tensor,
+                        attention_mask=torch.ones_like(tensor),
+                        num_beams=beams,
+                        min_length=length,
+                        max_length=length,
+                    )
+
+            hf_ms = median_ms(hf, args.runs)
+            print(
+                f"| HF generate (torch {torch.__version__}) | {search} | {hf_ms:.0f} "
+                f"| {1000 * args.new_tokens / hf_ms:.0f} | 1.00 | |",
+                flush=True,
+            )
+            for name, (session, size) in graphs.items():
+                feeds = {
+                    "input_ids": ids,
+                    "attention_mask": np.ones_like(ids),
+                    "min_length": np.array([length], np.int32),
+                    "max_length": np.array([length], np.int32),
+                    "num_beams": np.array([beams], np.int32),
+                }
+                ms = median_ms(lambda s=session, f=feeds: s.run(None, f), args.runs)
+                print(
+                    f"| {name} | {search} | {ms:.0f} | {1000 * args.new_tokens / ms:.0f} | {hf_ms / ms:.2f} "
+                    f"| {size / 1e6:.0f} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
