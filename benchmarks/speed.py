@@ -1,11 +1,13 @@
-"""First speed comparison: graphgen fp32/int8 against HF generate, in one process.
+"""First speed comparison: graphgen fp32/int8 against HF generate and CTranslate2, in one process.
 
-    python benchmarks/speed.py [--runs 5] [--new-tokens 40]
+    pip install -e ".[export,bench]" && python benchmarks/speed.py [--runs 5] [--new-tokens 40]
 
 Uses the full opus-mt-en-zh shape (vocab 65001, 6+6 layers, d_model 512) with random weights,
 batch 1, a 20-token input and exactly N new tokens for every system (min_length = max_length),
 greedy and 4 beams; prints medians and ratios as a markdown table. Issue 5's full benchmark
-(CTranslate2, optimum-onnx, the seed approach, batch 16, charts) builds on this.
+(optimum-onnx, the seed approach, batch 16, charts, roofline) builds on this. CTranslate2 gets
+exactly N tokens through min/max_decoding_length (its hypotheses exclude EOS; HF's and graphgen's
+N-th new token is the forced EOS).
 """
 
 from __future__ import annotations
@@ -29,6 +31,20 @@ from test_full_size import opus_mt_shaped_checkpoint  # noqa: E402
 from transformers import MarianMTModel  # noqa: E402
 
 from graphgen._export import export  # noqa: E402
+
+
+def add_placeholder_tokenizer(checkpoint: Path) -> list[str]:
+    """Tokenizer files for the random checkpoint (CTranslate2's converter reads the vocabulary)."""
+    import json
+    import shutil
+
+    size = 65001
+    pieces = ["</s>", "<unk>", *[f"▁w{i}" for i in range(2, size - 1)], "<pad>"]
+    (checkpoint / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}), encoding="utf-8")
+    for name in ("source.spm", "target.spm"):
+        shutil.copy(ROOT / "models" / "demo-en-zh" / name, checkpoint / name)
+    (checkpoint / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": False}), encoding="utf-8")
+    return pieces
 
 
 def median_ms(run: object, runs: int) -> float:
@@ -58,6 +74,22 @@ def main() -> None:
             options.intra_op_num_threads = 2
             graphs[name] = (ort.InferenceSession(str(path), options), path.stat().st_size)
         model = MarianMTModel.from_pretrained(checkpoint).eval()
+        pieces = add_placeholder_tokenizer(checkpoint)
+        translators = {}
+        try:
+            import ctranslate2
+            from ctranslate2.converters import TransformersConverter
+
+            for compute in ("float32", "int8"):
+                folder = Path(tmp) / f"ct2-{compute}"
+                TransformersConverter(str(checkpoint)).convert(str(folder), quantization=compute)
+                size = sum(f.stat().st_size for f in folder.iterdir())
+                translators[f"CTranslate2 {ctranslate2.__version__} {compute}"] = (
+                    ctranslate2.Translator(str(folder), device="cpu", compute_type=compute, intra_threads=2),
+                    size,
+                )
+        except ImportError:
+            print("CTranslate2 not installed (pip install ctranslate2): skipped\n")
         ids = np.random.default_rng(0).integers(10, 60000, size=(1, 20)).astype(np.int32)
         ids[0, -1] = 0
         length = args.new_tokens + 1  # + the decoder start token
@@ -84,6 +116,23 @@ def main() -> None:
                 f"| {1000 * args.new_tokens / hf_ms:.0f} | 1.00 | |",
                 flush=True,
             )
+            source = [[pieces[i] for i in ids[0]]]
+            for name, (translator, size) in translators.items():
+
+                def ct2(t: object = translator, beams: int = beams, source: list = source) -> None:
+                    t.translate_batch(
+                        source,
+                        beam_size=beams,
+                        min_decoding_length=args.new_tokens,  # type: ignore[attr-defined]
+                        max_decoding_length=args.new_tokens,
+                    )
+
+                ms = median_ms(ct2, args.runs)
+                print(
+                    f"| {name} | {search} | {ms:.0f} | {1000 * args.new_tokens / ms:.0f} | {hf_ms / ms:.2f} "
+                    f"| {size / 1e6:.0f} |",
+                    flush=True,
+                )
             for name, (session, size) in graphs.items():
                 feeds = {
                     "input_ids": ids,
