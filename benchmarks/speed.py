@@ -90,63 +90,95 @@ def main() -> None:
                 )
         except ImportError:
             print("CTranslate2 not installed (pip install ctranslate2): skipped\n")
-        ids = np.random.default_rng(0).integers(10, 60000, size=(1, 20)).astype(np.int32)
-        ids[0, -1] = 0
         length = args.new_tokens + 1  # + the decoder start token
-        print(f"batch 1, 20-token input, {args.new_tokens} new tokens, median of {args.runs}, 2 threads\n")
-        print("| system | search | latency ms | tokens/s | speed-up vs HF | file MB |")
-        print("|---|---|---|---|---|---|")
-        for beams in (1, 4):
-            search = "greedy" if beams == 1 else f"{beams} beams"
-            tensor = torch.from_numpy(ids).long()
+        rng = np.random.default_rng(0)
+        workloads = {
+            "batch 1, 20-token input": [20],
+            "batch 16, inputs of 5-40 tokens": [int(n) for n in rng.integers(5, 41, size=16)],
+        }
+        print(f"{args.new_tokens} new tokens per input, median of {args.runs}, 2 threads\n")
+        print("| workload | system | search | latency ms | tokens/s | speed-up vs HF | file MB |")
+        print("|---|---|---|---|---|---|---|")
+        timings: dict[tuple[str, str, int], float] = {}
+        for workload, lengths in workloads.items():
+            ids = np.full((len(lengths), max(lengths)), 65000, dtype=np.int32)
+            for row, n in enumerate(lengths):
+                ids[row, :n] = rng.integers(10, 60000, size=n)
+                ids[row, n - 1] = 0
+            mask = (ids != 65000).astype(np.int32)
+            produced = len(lengths) * args.new_tokens
+            source = [[pieces[i] for i in row[:n]] for row, n in zip(ids, lengths, strict=True)]
+            for beams in (1, 4):
+                search = "greedy" if beams == 1 else f"{beams} beams"
 
-            def hf(beams: int = beams, tensor: torch.Tensor = tensor) -> None:
-                with torch.no_grad():
-                    model.generate(
-                        input_ids=tensor,
-                        attention_mask=torch.ones_like(tensor),
-                        num_beams=beams,
-                        min_length=length,
-                        max_length=length,
-                    )
+                def hf(beams: int = beams, ids: np.ndarray = ids, mask: np.ndarray = mask) -> None:
+                    with torch.no_grad():
+                        model.generate(
+                            input_ids=torch.from_numpy(ids).long(),
+                            attention_mask=torch.from_numpy(mask),
+                            num_beams=beams,
+                            min_length=length,
+                            max_length=length,
+                        )
 
-            hf_ms = median_ms(hf, args.runs)
-            print(
-                f"| HF generate (torch {torch.__version__}) | {search} | {hf_ms:.0f} "
-                f"| {1000 * args.new_tokens / hf_ms:.0f} | 1.00 | |",
-                flush=True,
-            )
-            source = [[pieces[i] for i in ids[0]]]
-            for name, (translator, size) in translators.items():
-
-                def ct2(t: object = translator, beams: int = beams, source: list = source) -> None:
-                    t.translate_batch(
-                        source,
-                        beam_size=beams,
-                        min_decoding_length=args.new_tokens,  # type: ignore[attr-defined]
-                        max_decoding_length=args.new_tokens,
-                    )
-
-                ms = median_ms(ct2, args.runs)
+                hf_ms = median_ms(hf, args.runs)
                 print(
-                    f"| {name} | {search} | {ms:.0f} | {1000 * args.new_tokens / ms:.0f} | {hf_ms / ms:.2f} "
-                    f"| {size / 1e6:.0f} |",
+                    f"| {workload} | HF generate (torch {torch.__version__}) | {search} | {hf_ms:.0f} "
+                    f"| {1000 * produced / hf_ms:.0f} | 1.00 | |",
                     flush=True,
                 )
-            for name, (session, size) in graphs.items():
-                feeds = {
-                    "input_ids": ids,
-                    "attention_mask": np.ones_like(ids),
-                    "min_length": np.array([length], np.int32),
-                    "max_length": np.array([length], np.int32),
-                    "num_beams": np.array([beams], np.int32),
-                }
-                ms = median_ms(lambda s=session, f=feeds: s.run(None, f), args.runs)
-                print(
-                    f"| {name} | {search} | {ms:.0f} | {1000 * args.new_tokens / ms:.0f} | {hf_ms / ms:.2f} "
-                    f"| {size / 1e6:.0f} |",
-                    flush=True,
-                )
+                runs: dict[str, tuple[object, int]] = {}
+                for name, (translator, size) in translators.items():
+                    runs[name] = (
+                        lambda t=translator, b=beams, s=source: t.translate_batch(  # type: ignore[attr-defined]
+                            s, beam_size=b, min_decoding_length=args.new_tokens, max_decoding_length=args.new_tokens
+                        ),
+                        size,
+                    )
+                for name, (session, size) in graphs.items():
+                    feeds = {
+                        "input_ids": ids,
+                        "attention_mask": mask,
+                        "min_length": np.array([length], np.int32),
+                        "max_length": np.array([length], np.int32),
+                        "num_beams": np.array([beams], np.int32),
+                    }
+                    runs[name] = (lambda s=session, f=feeds: s.run(None, f), size)
+                for name, (run, size) in runs.items():
+                    ms = median_ms(run, args.runs)
+                    timings[(workload, name, beams)] = ms
+                    print(
+                        f"| {workload} | {name} | {search} | {ms:.0f} | {1000 * produced / ms:.0f} "
+                        f"| {hf_ms / ms:.2f} | {size / 1e6:.0f} |",
+                        flush=True,
+                    )
+        report_roofline(timings[("batch 1, 20-token input", "graphgen fp32", 1)], args.new_tokens)
+
+
+def memory_bandwidth() -> float:
+    """Bytes per second of a large array copy (one read and one write per byte)."""
+    source = np.ones(2**28 // 4, dtype=np.float32)  # 256 MiB, far beyond any cache
+    target = np.empty_like(source)
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        np.copyto(target, source)
+        best = min(best, time.perf_counter() - started)
+    return 2 * source.nbytes / best
+
+
+def report_roofline(greedy_ms: float, steps: int) -> None:
+    """Decoder weight bytes read per greedy step x steps / time, against measured bandwidth."""
+    d, ffn, layers, vocab = 512, 2048, 6, 65001
+    per_layer = 4 * d * d + 2 * d * d + 2 * d * ffn  # self q,k,v,o; cross q,o (k,v are cached); FFN
+    bytes_per_step = 4 * (layers * per_layer + vocab * d)  # + the output projection, fp32
+    achieved = bytes_per_step * steps / (greedy_ms / 1000)
+    bandwidth = memory_bandwidth()
+    print(
+        f"\nroofline, graphgen fp32 greedy batch 1: {bytes_per_step / 1e6:.0f} MB of decoder weights per step, "
+        f"{achieved / 1e9:.1f} GB/s achieved vs {bandwidth / 1e9:.1f} GB/s measured copy bandwidth "
+        f"({100 * achieved / bandwidth:.0f}%)"
+    )
 
 
 if __name__ == "__main__":
