@@ -22,8 +22,8 @@ from ._quantize import Int8Weights
 from ._search import (
     ID_INPUTS,
     SEARCH_CONSTANTS,
+    batch_safe_search,
     id_level_io,
-    one_item_at_a_time,
     parameter_defaults,
     search_node,
     trim_sequences,
@@ -50,15 +50,20 @@ def _weight_values(spec: ModelSpec, builders: Sequence[GraphBuilder]) -> dict[st
     return values
 
 
-def place_weights(spec: ModelSpec, parts: Sequence[tuple[GraphProto, GraphBuilder]]) -> list[TensorProto]:
-    """Attach single-use weights to their subgraph; return the shared ones for the outer graph."""
+def place_weights(
+    spec: ModelSpec, parts: Sequence[tuple[GraphProto, GraphBuilder]], all_outer: bool = False
+) -> list[TensorProto]:
+    """Attach single-use weights to their subgraph; return the shared ones for the outer graph.
+
+    With ``all_outer`` every weight goes to the outer graph (for subgraphs used by two nodes).
+    """
     builders = [builder for _, builder in parts]
     values = _weight_values(spec, builders)
     usage = Counter(name for b in builders for name in {*b.weights_used, *b.derived_weights})
     outer: list[TensorProto] = []
     for name in sorted(values):
         tensor = numpy_helper.from_array(values[name], name)
-        if usage[name] > 1:
+        if usage[name] > 1 or all_outer:
             outer.append(tensor)
             continue
         for graph, builder in parts:
@@ -114,12 +119,14 @@ def _search_core(spec: ModelSpec, int8: bool) -> _SearchCore:
     weights = Int8Weights(spec) if int8 else None
     encoder = build_encoder_graph(spec, weights)
     decoder = build_decoder_graph(spec, weights)
-    outer_weights = place_weights(spec, [encoder, decoder])
+    # Without early stopping the subgraphs appear in two BeamSearch nodes (see batch_safe_search),
+    # so every weight goes to the outer graph to be stored once.
+    outer_weights = place_weights(spec, [encoder, decoder], all_outer=not spec.generation.early_stopping)
     node, extras = search_node(spec, encoder[0], decoder[0])
     inputs, defaults, outputs = id_level_io(spec)
     trim = trim_sequences(spec)
     return _SearchCore(
-        nodes=[*one_item_at_a_time(node), *trim.nodes],
+        nodes=[*batch_safe_search(node, spec.generation.early_stopping), *trim.nodes],
         initializers=[*defaults, *extras, *SEARCH_CONSTANTS, *trim.constants, *outer_weights],
         inputs=inputs,
         outputs=outputs,

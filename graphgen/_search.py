@@ -114,7 +114,18 @@ def search_node(spec: ModelSpec, encoder: GraphProto, decoder: GraphProto) -> tu
     return node, extra
 
 
-def one_item_at_a_time(search: NodeProto) -> list[NodeProto]:
+def _renamed(search: NodeProto, outputs: list[str], early_stopping: int | None = None) -> NodeProto:
+    node = NodeProto()
+    node.CopyFrom(search)
+    node.output[:] = outputs
+    if early_stopping is not None:
+        for attribute in node.attribute:
+            if attribute.name == "early_stopping":
+                attribute.i = early_stopping
+    return node
+
+
+def one_item_at_a_time(search: NodeProto, outputs: list[str]) -> list[NodeProto]:
     """Run ``search`` in a Loop over the batch, one item per BeamSearch call.
 
     ORT's beam scorer decides that batch item ``b`` is finished by looking at the candidate
@@ -125,17 +136,16 @@ def one_item_at_a_time(search: NodeProto) -> list[NodeProto]:
     offset is 0 and correct. Each item keeps its padded row and mask, so results equal a batched
     HF ``generate``.
     """
+    inner = _renamed(search, ["item_sequences", "item_scores"])
+    renames = {"input_ids": "item_input_ids", "attention_mask": "item_attention_mask"}
+    inner.input[:] = [renames.get(name, name) for name in search.input]
     body_nodes = [
         helper.make_node("Unsqueeze", ["item", "item_axes"], ["item_index"]),
         helper.make_node("Gather", ["input_ids", "item_index"], ["item_input_ids"], axis=0),
         helper.make_node("Gather", ["attention_mask", "item_index"], ["item_attention_mask"], axis=0),
+        inner,
+        helper.make_node("Identity", ["loop_condition"], ["loop_condition_out"]),
     ]
-    inner = NodeProto()
-    inner.CopyFrom(search)
-    renames = {"input_ids": "item_input_ids", "attention_mask": "item_attention_mask"}
-    inner.input[:] = [renames.get(name, name) for name in search.input]
-    inner.output[:] = ["item_sequences", "item_scores"]
-    body_nodes += [inner, helper.make_node("Identity", ["loop_condition"], ["loop_condition_out"])]
     body = helper.make_graph(
         body_nodes,
         "search_one_item",
@@ -154,12 +164,52 @@ def one_item_at_a_time(search: NodeProto) -> list[NodeProto]:
         helper.make_node("Shape", ["input_ids"], ["search_batch_shape"], start=0, end=1),
         helper.make_node("Squeeze", ["search_batch_shape"], ["search_batch"]),
         helper.make_node("Loop", ["search_batch", ""], ["search_items", "search_item_scores"], body=body),
-        helper.make_node("Squeeze", ["search_items", "search_squeeze_axis"], [RAW_SEQUENCES]),
-        helper.make_node("Squeeze", ["search_item_scores", "search_squeeze_axis"], ["sequence_scores"]),
+        helper.make_node("Squeeze", ["search_items", "search_squeeze_axis"], [outputs[0]]),
+        helper.make_node("Squeeze", ["search_item_scores", "search_squeeze_axis"], [outputs[1]]),
     ]
 
 
-SEARCH_CONSTANTS = [numpy_helper.from_array(i64(1), "search_squeeze_axis")]
+def batch_safe_search(search: NodeProto, early_stopping: bool) -> list[NodeProto]:
+    """Nodes running ``search`` over a whole batch without ORT's batch done-check bug.
+
+    With ``early_stopping`` ORT marks an item done once it has ``num_beams`` finished hypotheses,
+    without reading the misplaced scores, so one batched call is exact. Otherwise beam search runs
+    one item at a time (:func:`one_item_at_a_time`), while greedy search (``num_beams == 1``)
+    still runs batched with early stopping on, which for one beam is exactly HF's greedy rule:
+    an item is finished at its first EOS.
+    """
+    outputs = [RAW_SEQUENCES, "sequence_scores"]
+    if early_stopping:
+        return [_renamed(search, outputs)]
+    greedy = helper.make_graph(
+        [_renamed(search, ["greedy_sequences", "greedy_scores"], early_stopping=1)],
+        "greedy_batched",
+        [],
+        [
+            helper.make_tensor_value_info("greedy_sequences", INT32, ["batch", 1, "max_length"]),
+            helper.make_tensor_value_info("greedy_scores", FLOAT, ["batch", 1]),
+        ],
+    )
+    beams = helper.make_graph(
+        one_item_at_a_time(search, ["beam_sequences", "beam_scores"]),
+        "beams_per_item",
+        [],
+        [
+            helper.make_tensor_value_info("beam_sequences", INT32, ["batch", "num_return_sequences", "max_length"]),
+            helper.make_tensor_value_info("beam_scores", FLOAT, ["batch", "num_return_sequences"]),
+        ],
+    )
+    return [
+        helper.make_node("Equal", ["num_beams", "search_one_beam"], ["search_is_greedy_1d"]),
+        helper.make_node("Squeeze", ["search_is_greedy_1d"], ["search_is_greedy"]),
+        helper.make_node("If", ["search_is_greedy"], outputs, then_branch=greedy, else_branch=beams),
+    ]
+
+
+SEARCH_CONSTANTS = [
+    numpy_helper.from_array(i64(1), "search_squeeze_axis"),
+    numpy_helper.from_array(np.array([1], dtype=np.int32), "search_one_beam"),
+]
 
 
 def id_level_io(spec: ModelSpec) -> tuple[list[ValueInfoProto], list[TensorProto], list[ValueInfoProto]]:

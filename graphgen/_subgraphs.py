@@ -202,7 +202,7 @@ class _Transformer:
             logits = self.int8_matmul(flat, name, *self.int8.table(name), bias)
         if spec.renormalize_logits or spec.forced_eos:
             is_eos = np.arange(spec.target_vocab_size) == spec.eos_token_id
-            eos_column = b.const(is_eos, "is_eos")
+            eos_column = b.derived("is_eos_token", is_eos)
             length32 = b.op("Cast", [current_length], to=INT32)
             if spec.renormalize_logits:
                 too_short = b.op("Less", [length32, b.outer(MIN_LENGTH_INPUT)])
