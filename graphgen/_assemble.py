@@ -1,9 +1,10 @@
 """Put subgraphs, weights and the search node together into one ModelProto.
 
-Every weight is stored exactly once: a weight read by one subgraph becomes that subgraph's
-initializer (so ORT can still constant-fold and fuse around it), a weight read by both (the
-tied embedding table, the decoder layers that the 3-input encoder form also runs) moves to the
-outer graph, from where the subgraphs read it as an implicit input.
+Every weight is stored exactly once. A weight read by one subgraph can be that subgraph's
+initializer (ORT prepacks those); a weight read by both (the tied embedding table, the decoder
+layers that the 3-input encoder form also runs) goes to the outer graph, from where the
+subgraphs read it as an implicit input. When the subgraphs are used by two BeamSearch nodes
+(``_search.batch_safe_search``) every weight goes to the outer graph.
 """
 
 from __future__ import annotations
