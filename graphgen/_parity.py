@@ -13,15 +13,6 @@ from typing import Any
 
 import numpy as np
 
-GENERATION_INPUTS = (
-    "max_length",
-    "min_length",
-    "num_beams",
-    "num_return_sequences",
-    "length_penalty",
-    "repetition_penalty",
-)
-
 
 def generated_tokens(row: Iterable[int], eos: int, pad: int) -> tuple[int, ...]:
     """Tokens after the decoder start, up to (not including) the first EOS or pad."""

@@ -24,7 +24,6 @@ SEARCH_PARAMETERS = (
 )
 
 ID_INPUTS = ("input_ids", "attention_mask")
-ID_OUTPUTS = ("sequences", "sequence_scores")
 RAW_SEQUENCES = "search_sequences"
 
 
