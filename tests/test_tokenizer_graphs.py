@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
+from conftest import DEMO_DIR
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper
@@ -85,28 +87,20 @@ ALPHABET = st.sampled_from(
 )
 
 
+@functools.cache
+def _shared_tokenizers() -> Tokenizers:
+    """Built once: hypothesis calls the test many times and cannot take pytest fixtures."""
+    return Tokenizers(DEMO_DIR)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(ALPHABET, max_size=20).map("".join), min_size=1, max_size=6))
 def test_random_batches(texts: list[str]) -> None:
-    from conftest import DEMO_DIR
-
     tokenizers = _shared_tokenizers()
     expected = tokenizers.hf(texts, padding=True, truncation=True, return_tensors="np")
     ids, mask = tokenizers.encode(texts)
     np.testing.assert_array_equal(ids, expected["input_ids"], err_msg=repr(texts))
     np.testing.assert_array_equal(mask, expected["attention_mask"])
-    assert DEMO_DIR.is_dir()
-
-
-_CACHE: dict[str, Tokenizers] = {}
-
-
-def _shared_tokenizers() -> Tokenizers:
-    from conftest import DEMO_DIR
-
-    if "shared" not in _CACHE:
-        _CACHE["shared"] = Tokenizers(DEMO_DIR)
-    return _CACHE["shared"]
 
 
 def test_detokenizer_random_sequences(tokenizers: Tokenizers) -> None:
