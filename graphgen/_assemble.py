@@ -24,7 +24,9 @@ from ._search import (
     ID_INPUTS,
     SEARCH_CONSTANTS,
     batch_safe_search,
+    batched_search,
     id_level_io,
+    op_max_length,
     parameter_defaults,
     search_node,
     trim_sequences,
@@ -120,14 +122,21 @@ def _search_core(spec: ModelSpec, int8: bool) -> _SearchCore:
     weights = Int8Weights(spec) if int8 else None
     encoder = build_encoder_graph(spec, weights)
     decoder = build_decoder_graph(spec, weights)
-    # Without early stopping the subgraphs appear in two BeamSearch nodes (see batch_safe_search),
-    # so every weight goes to the outer graph to be stored once.
-    outer_weights = place_weights(spec, [encoder, decoder], all_outer=not spec.generation.early_stopping)
-    node, extras = search_node(spec, encoder[0], decoder[0])
+    if spec.generation.early_stopping:
+        # One batched BeamSearch node is exact (see batch_safe_search). Single-use weights become
+        # subgraph initializers and shared ones go one level up, where ORT still prepacks them.
+        outer_weights = place_weights(spec, [encoder, decoder])
+        node, extras = search_node(spec, encoder[0], decoder[0])
+        search = batched_search(node)
+    else:
+        # Two BeamSearch nodes share the subgraphs: every weight goes to the Loop body around them.
+        outer_weights = []
+        node, extras = search_node(spec, encoder[0], decoder[0])
+        search = batch_safe_search(node, place_weights(spec, [encoder, decoder], all_outer=True))
     inputs, defaults, outputs = id_level_io(spec)
     trim = trim_sequences(spec)
     return _SearchCore(
-        nodes=[*batch_safe_search(node, spec.generation.early_stopping), *trim.nodes],
+        nodes=[*op_max_length(spec), *search, *trim.nodes],
         initializers=[*defaults, *extras, *SEARCH_CONSTANTS, *trim.constants, *outer_weights],
         inputs=inputs,
         outputs=outputs,

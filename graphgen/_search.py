@@ -25,6 +25,7 @@ SEARCH_PARAMETERS = (
 
 ID_INPUTS = ("input_ids", "attention_mask")
 RAW_SEQUENCES = "search_sequences"
+OP_MAX_LENGTH = "search_max_length"
 
 
 def trim_sequences(spec: ModelSpec) -> GraphBuilder:
@@ -83,9 +84,12 @@ def search_node(spec: ModelSpec, encoder: GraphProto, decoder: GraphProto) -> tu
         mask = np.ones(spec.target_vocab_size, dtype=np.int32)
         mask[list(spec.generation.bad_token_ids)] = 0
         extra.append(numpy_helper.from_array(mask, vocab_mask))
+    max_length = "max_length"
+    if spec.forced_eos:
+        max_length = OP_MAX_LENGTH
     inputs = [
         "input_ids",
-        "max_length",
+        max_length,
         min_length,
         "num_beams",
         "num_return_sequences",
@@ -113,6 +117,18 @@ def search_node(spec: ModelSpec, encoder: GraphProto, decoder: GraphProto) -> tu
     return node, extra
 
 
+def op_max_length(spec: ModelSpec) -> list[NodeProto]:
+    """The op's ``max_length``: at least 3, because ORT 1.32 fails at ``max_length`` 2.
+
+    At 2 (one new token) ORT still runs the decoder once, on an uninitialised id (measured:
+    "indices element out of data bounds"). With a forced EOS the subgraphs force that one token
+    from the caller's ``max_length`` anyway, so giving the op room for one more changes nothing.
+    """
+    if not spec.forced_eos:
+        return []
+    return [helper.make_node("Max", ["max_length", "search_min_max_length"], [OP_MAX_LENGTH])]
+
+
 def _renamed(search: NodeProto, outputs: list[str], early_stopping: int | None = None) -> NodeProto:
     node = NodeProto()
     node.CopyFrom(search)
@@ -124,89 +140,133 @@ def _renamed(search: NodeProto, outputs: list[str], early_stopping: int | None =
     return node
 
 
-def one_item_at_a_time(search: NodeProto, outputs: list[str]) -> list[NodeProto]:
-    """Run ``search`` in a Loop over the batch, one item per BeamSearch call.
+def _pick(condition: str, outputs: list[str], when_true: list[str], when_false: list[str], name: str) -> NodeProto:
+    """An If that only forwards existing values: choose one of two lists of names."""
+
+    def branch(values: list[str], label: str) -> GraphProto:
+        names = [f"{name}/{label}/{out}" for out in outputs]
+        nodes = [helper.make_node("Identity", [v], [n]) for v, n in zip(values, names, strict=True)]
+        return helper.make_graph(nodes, f"{name}_{label}", [], [ValueInfoProto(name=n) for n in names])
+
+    then_branch, else_branch = branch(when_true, "then"), branch(when_false, "else")
+    return helper.make_node("If", [condition], outputs, name=name, then_branch=then_branch, else_branch=else_branch)
+
+
+def batched_search(search: NodeProto) -> list[NodeProto]:
+    """``search`` over the whole batch in one call: exact when ``early_stopping`` is on (below)."""
+    return [_renamed(search, [RAW_SEQUENCES, "sequence_scores"])]
+
+
+def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[NodeProto]:
+    """Nodes running ``search`` over a whole batch, exactly as HF does, with prepacked weights.
 
     ORT's beam scorer decides that batch item ``b`` is finished by looking at the candidate
     scores at offset ``b * num_beams`` instead of ``b * 2 * num_beams`` (ORT 1.32,
     ``BeamSearchScorer::Process``), so in a batch every item but the first reads its neighbours'
     scores and is usually never marked done: the search then runs to ``max_length`` (512 steps
-    for opus-mt, measured 6.7 s instead of 0.1 s for 8 sentences). With one item per call that
-    offset is 0 and correct. Each item keeps its padded row and mask, so results equal a batched
-    HF ``generate``.
+    for opus-mt, measured 6.7 s instead of 0.1 s for 8 sentences). Two ways around it are exact:
+
+    * beam search one item per call (offset 0), each item keeping its padded row and mask;
+    * greedy search (``num_beams == 1``) batched with ``early_stopping=1``, which for one beam is
+      HF's greedy rule (an item is finished at its first EOS) and never reads the scores.
+
+    The two need different ``early_stopping`` attributes, hence two BeamSearch nodes. ORT prepacks
+    a weight for a subgraph's MatMul only when the weight is an initializer of the subgraph or of
+    the graph directly around the BeamSearch node, not further out (``SessionState::
+    PrepackConstantInitializedTensors``); unpacked weights made full-size search 1.6-2.2x slower.
+    So both nodes sit in one Loop body that also holds every weight, stored once. The Loop runs
+    once over the whole batch for greedy search and once per item for beam search; in each
+    iteration the node not needed gets a one-token throwaway input (its encoder and one decoder
+    step are the whole overhead).
     """
-    inner = _renamed(search, ["item_sequences", "item_scores"])
-    renames = {"input_ids": "item_input_ids", "attention_mask": "item_attention_mask"}
-    inner.input[:] = [renames.get(name, name) for name in search.input]
+    greedy = _renamed(search, ["greedy_sequences", "greedy_scores"], early_stopping=1)
+    beams = _renamed(search, ["beam_sequences", "beam_scores"], early_stopping=0)
+    greedy.name, beams.name = "greedy_search", "beam_search"
+    routed = [0, 9, 1, 2, 3, 4]  # input_ids, attention_mask, max_length, min_length, num_beams, returned
+    chunk = ["chunk_input_ids", "chunk_attention_mask", *(search.input[i] for i in routed[2:])]
+    idle = ["idle_input_ids", "idle_attention_mask", "idle_max_length", "idle_zero", "idle_one", "idle_one"]
+    for node, role in ((greedy, "greedy"), (beams, "beam")):
+        for i in routed:
+            node.input[i] = f"{role}_{i}"
     body_nodes = [
-        helper.make_node("Unsqueeze", ["item", "item_axes"], ["item_index"]),
-        helper.make_node("Gather", ["input_ids", "item_index"], ["item_input_ids"], axis=0),
-        helper.make_node("Gather", ["attention_mask", "item_index"], ["item_attention_mask"], axis=0),
-        inner,
+        helper.make_node("Mul", ["step", "chunk_size"], ["chunk_start"]),
+        helper.make_node("Add", ["chunk_start", "chunk_size"], ["chunk_end"]),
+        helper.make_node("Unsqueeze", ["chunk_start", "axis_0"], ["chunk_start_1d"]),
+        helper.make_node("Unsqueeze", ["chunk_end", "axis_0"], ["chunk_end_1d"]),
+        helper.make_node("Slice", ["input_ids", "chunk_start_1d", "chunk_end_1d", "axis_0"], ["chunk_input_ids"]),
+        helper.make_node(
+            "Slice", ["attention_mask", "chunk_start_1d", "chunk_end_1d", "axis_0"], ["chunk_attention_mask"]
+        ),
+        _pick(
+            "search_is_greedy",
+            [f"greedy_{i}" for i in routed] + [f"beam_{i}" for i in routed],
+            chunk + idle,
+            idle + chunk,
+            "route",
+        ),
+        greedy,
+        beams,
+        _pick(
+            "search_is_greedy",
+            ["chunk_sequences", "chunk_scores"],
+            ["greedy_sequences", "greedy_scores"],
+            ["beam_sequences", "beam_scores"],
+            "result",
+        ),
         helper.make_node("Identity", ["loop_condition"], ["loop_condition_out"]),
     ]
+    eos = 0
+    for attribute in search.attribute:
+        if attribute.name == "eos_token_id":
+            eos = attribute.i
     body = helper.make_graph(
         body_nodes,
-        "search_one_item",
+        "search_chunks",
         [
-            helper.make_tensor_value_info("item", INT64, []),
+            helper.make_tensor_value_info("step", INT64, []),
             helper.make_tensor_value_info("loop_condition", TensorProto.BOOL, []),
         ],
         [
             helper.make_tensor_value_info("loop_condition_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("item_sequences", INT32, [1, "num_return_sequences", "max_length"]),
-            helper.make_tensor_value_info("item_scores", FLOAT, [1, "num_return_sequences"]),
+            helper.make_tensor_value_info("chunk_sequences", INT32, ["chunk", "num_return_sequences", "max_length"]),
+            helper.make_tensor_value_info("chunk_scores", FLOAT, ["chunk", "num_return_sequences"]),
         ],
-        initializer=[numpy_helper.from_array(i64(0), "item_axes")],
-    )
-    return [
-        helper.make_node("Shape", ["input_ids"], ["search_batch_shape"], start=0, end=1),
-        helper.make_node("Squeeze", ["search_batch_shape"], ["search_batch"]),
-        helper.make_node("Loop", ["search_batch", ""], ["search_items", "search_item_scores"], body=body),
-        helper.make_node("Squeeze", ["search_items", "search_squeeze_axis"], [outputs[0]]),
-        helper.make_node("Squeeze", ["search_item_scores", "search_squeeze_axis"], [outputs[1]]),
-    ]
-
-
-def batch_safe_search(search: NodeProto, early_stopping: bool) -> list[NodeProto]:
-    """Nodes running ``search`` over a whole batch without ORT's batch done-check bug.
-
-    With ``early_stopping`` ORT marks an item done once it has ``num_beams`` finished hypotheses,
-    without reading the misplaced scores, so one batched call is exact. Otherwise beam search runs
-    one item at a time (:func:`one_item_at_a_time`), while greedy search (``num_beams == 1``)
-    still runs batched with early stopping on, which for one beam is exactly HF's greedy rule:
-    an item is finished at its first EOS.
-    """
-    outputs = [RAW_SEQUENCES, "sequence_scores"]
-    if early_stopping:
-        return [_renamed(search, outputs)]
-    greedy = helper.make_graph(
-        [_renamed(search, ["greedy_sequences", "greedy_scores"], early_stopping=1)],
-        "greedy_batched",
-        [],
-        [
-            helper.make_tensor_value_info("greedy_sequences", INT32, ["batch", 1, "max_length"]),
-            helper.make_tensor_value_info("greedy_scores", FLOAT, ["batch", 1]),
-        ],
-    )
-    beams = helper.make_graph(
-        one_item_at_a_time(search, ["beam_sequences", "beam_scores"]),
-        "beams_per_item",
-        [],
-        [
-            helper.make_tensor_value_info("beam_sequences", INT32, ["batch", "num_return_sequences", "max_length"]),
-            helper.make_tensor_value_info("beam_scores", FLOAT, ["batch", "num_return_sequences"]),
+        initializer=[
+            numpy_helper.from_array(i64(0), "axis_0"),
+            numpy_helper.from_array(np.array([[eos]], dtype=np.int32), "idle_input_ids"),
+            numpy_helper.from_array(np.array([[1]], dtype=np.int32), "idle_attention_mask"),
+            numpy_helper.from_array(np.array([3], dtype=np.int32), "idle_max_length"),
+            numpy_helper.from_array(np.array([0], dtype=np.int32), "idle_zero"),
+            numpy_helper.from_array(np.array([1], dtype=np.int32), "idle_one"),
+            *weights,
         ],
     )
     return [
         helper.make_node("Equal", ["num_beams", "search_one_beam"], ["search_is_greedy_1d"]),
         helper.make_node("Squeeze", ["search_is_greedy_1d"], ["search_is_greedy"]),
-        helper.make_node("If", ["search_is_greedy"], outputs, then_branch=greedy, else_branch=beams),
+        helper.make_node("Shape", ["input_ids"], ["search_batch_1d"], start=0, end=1),
+        helper.make_node("Squeeze", ["search_batch_1d"], ["search_batch"]),
+        helper.make_node("Min", ["search_batch", "search_one"], ["search_one_or_none"]),
+        helper.make_node("Where", ["search_is_greedy", "search_one_or_none", "search_batch"], ["search_steps"]),
+        helper.make_node("Where", ["search_is_greedy", "search_batch", "search_one"], ["chunk_size"]),
+        helper.make_node("Loop", ["search_steps", ""], ["search_chunks", "search_chunk_scores"], body=body),
+        # Chunks are [returned, max_length] per item (ORT pads to max_length). Spelling the shape
+        # out, rather than reading it off the Loop output, also covers an empty batch (no chunk).
+        helper.make_node("Cast", ["num_return_sequences"], ["search_returned"], to=INT64),
+        helper.make_node("Cast", [search.input[1]], ["search_width"], to=INT64),
+        helper.make_node(
+            "Concat", ["search_minus_one", "search_returned", "search_width"], ["search_flat_shape"], axis=0
+        ),
+        helper.make_node("Reshape", ["search_chunks", "search_flat_shape"], [RAW_SEQUENCES]),
+        helper.make_node("Concat", ["search_minus_one", "search_returned"], ["search_flat_score_shape"], axis=0),
+        helper.make_node("Reshape", ["search_chunk_scores", "search_flat_score_shape"], ["sequence_scores"]),
     ]
 
 
 SEARCH_CONSTANTS = [
-    numpy_helper.from_array(i64(1), "search_squeeze_axis"),
+    numpy_helper.from_array(np.int64(1), "search_one"),
+    numpy_helper.from_array(np.array([3], dtype=np.int32), "search_min_max_length"),
+    numpy_helper.from_array(i64(-1), "search_minus_one"),
     numpy_helper.from_array(np.array([1], dtype=np.int32), "search_one_beam"),
 ]
 

@@ -35,8 +35,28 @@ def test_weights_are_stored_once(demo_dir: Path) -> None:
     weight_bytes = sum(len(t.raw_data) for t in tensors)
     spec_bytes = sum(a.nbytes for a in spec.weights.values())
     assert weight_bytes < spec_bytes * 1.05, (weight_bytes, spec_bytes)
-    table = [t for t in model.graph.initializer if t.name == "encoder.embed_tokens"]
-    assert table, "the tied embedding table must live in the outer graph, shared by both subgraphs"
+
+
+def _search_loop_body(model: onnx.ModelProto) -> onnx.GraphProto:
+    (loop,) = [n for n in model.graph.node if n.op_type == "Loop"]
+    return loop.attribute[0].g
+
+
+def test_weights_sit_where_ort_prepacks_them(demo_dir: Path) -> None:
+    """ORT prepacks a weight only if it is an initializer at most one graph level above its MatMul."""
+    spec = load_checkpoint(demo_dir).spec
+    model = build_id_model(spec)
+    body = _search_loop_body(model)
+    held = {t.name for t in body.initializer}
+    weights_anywhere = {t.name for t in all_initializers(model.graph) if t.name in spec.weights}
+    assert weights_anywhere and weights_anywhere <= held, weights_anywhere - held
+    assert "encoder.embed_tokens" in held, "the tied table belongs in the graph around the BeamSearch nodes"
+    searches = [n for n in body.node if n.op_type == "BeamSearch"]
+    assert len(searches) == 2
+    for node in searches:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                assert not any(t.name in spec.weights for t in attribute.g.initializer)
 
 
 def _nodes_of_type(graph: onnx.GraphProto, op_type: str) -> Iterator[onnx.NodeProto]:
@@ -50,12 +70,13 @@ def _nodes_of_type(graph: onnx.GraphProto, op_type: str) -> Iterator[onnx.NodePr
 
 def test_batch_safe_search_structure(demo_dir: Path) -> None:
     """Greedy runs batched with early stopping (exact for one beam); beams run one item at a time."""
-    model = build_id_model(load_checkpoint(demo_dir).spec)
-    (branch,) = [n for n in model.graph.node if n.op_type == "If"]
-    branches = {a.name: a.g for a in branch.attribute}
-    (greedy,) = _nodes_of_type(branches["then_branch"], "BeamSearch")
-    assert {a.name: a.i for a in greedy.attribute if a.type == onnx.AttributeProto.INT}["early_stopping"] == 1
-    assert [n.op_type for n in branches["else_branch"].node].count("Loop") == 1
+    body = _search_loop_body(build_id_model(load_checkpoint(demo_dir).spec))
+    stopping = {
+        n.name: {a.name: a.i for a in n.attribute if a.type == onnx.AttributeProto.INT}["early_stopping"]
+        for n in body.node
+        if n.op_type == "BeamSearch"
+    }
+    assert stopping == {"greedy_search": 1, "beam_search": 0}
 
 
 def test_encoder_uses_the_three_input_form(demo_dir: Path) -> None:

@@ -134,7 +134,7 @@ def test_raw_session_bad_parameters_raise_not_crash(demo_onnx: Path) -> None:
     outcomes = done.stdout.splitlines()
     # max_length beyond the positions only fails once generation actually gets there; "hello" ends first.
     assert [outcomes[0], outcomes[1], outcomes[3]] == ["error Fail", "error Fail", "error InvalidArgument"], outcomes
-    assert outcomes[4] == "no error ['text'] (0, 0)", outcomes  # an empty batch: an empty result
+    assert outcomes[4] == "no error ['text'] (0, 1)", outcomes  # an empty batch: an empty result
 
 
 def test_refuses_id_level_models(demo_dir: Path, tmp_path: Path) -> None:

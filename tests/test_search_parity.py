@@ -33,6 +33,8 @@ SETTINGS: dict[str, dict[str, object]] = {
     "min_length 14": {"min_length": 14},
     "max_length 9 (forced EOS)": {"max_length": 9},
     "greedy, max_length 9": {"num_beams": 1, "max_length": 9},
+    "max_length 2 (one forced EOS; ORT itself fails at 2)": {"max_length": 2},
+    "greedy, max_length 2": {"num_beams": 1, "max_length": 2},
 }
 # With several hypotheses returned, the lower-ranked ones can differ: ORT and HF stop the search
 # by different heuristics, so their sets of finished hypotheses differ (README, "Parity").
