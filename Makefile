@@ -1,11 +1,14 @@
-# Two commands for a fresh clone: `make demo` and `make test`. Both create .venv when missing.
+# Commands for a fresh clone: `make demo`, `make test` and `make bench`. Each creates .venv when missing;
+# `make bench` also creates .venv-optimum (optimum-onnx needs transformers 4.x, graphgen's export 5.x).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_MODEL := models/demo-en-zh
 DEMO_ONNX := build/demo-en-zh.onnx
 
-.PHONY: demo test lint clean
+OPTIMUM_VENV ?= .venv-optimum
+
+.PHONY: demo test bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,9 +33,24 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[export,dev,bench]"
+	touch $@
+
+$(OPTIMUM_VENV)/.installed:
+	test -x $(OPTIMUM_VENV)/bin/python || $(PYTHON) -m venv $(OPTIMUM_VENV)
+	$(OPTIMUM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(OPTIMUM_VENV)/bin/python -m pip install --quiet "optimum-onnx[onnxruntime]==0.1.0" \
+	  "transformers>=4.57,<4.58" torch==2.13.0 sentencepiece
+	touch $@
+
+# Writes benchmarks/report.md and benchmarks/latency_vs_length.png (about 15 minutes here).
+bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
+	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python
+
 lint: $(VENV)/.installed
-	$(PY) -m ruff check graphgen custom_ops tests models
-	$(PY) -m ruff format --check graphgen custom_ops tests models
+	$(PY) -m ruff check graphgen custom_ops tests models benchmarks
+	$(PY) -m ruff format --check graphgen custom_ops tests models benchmarks
 
 clean:
 	rm -rf build

@@ -1,162 +1,223 @@
-"""First speed comparison: graphgen fp32/int8 against HF generate and CTranslate2, in one process.
+"""graphgen against its peers, side by side on the same inputs, in one run; writes a report and a chart.
 
-    pip install -e ".[export,bench]" && python benchmarks/speed.py [--runs 5] [--new-tokens 40]
+    make bench          # creates .venv and .venv-optimum, then runs this script (about 15 minutes)
 
-Uses the full opus-mt-en-zh shape (vocab 65001, 6+6 layers, d_model 512) with random weights,
-batch 1, a 20-token input and exactly N new tokens for every system (min_length = max_length),
-greedy and 4 beams; prints medians and ratios as a markdown table. Issue 5's full benchmark
-(optimum-onnx, the seed approach, batch 16, charts, roofline) builds on this. CTranslate2 gets
-exactly N tokens through min/max_decoding_length (its hypotheses exclude EOS; HF's and graphgen's
-N-th new token is the forced EOS).
+Models: the full opus-mt-en-zh shape (vocab 65001, 6+6 layers, d_model 512) with random weights,
+and the bundled demo model. Workloads: batch 1 with a 20-token input and a batch of 16 mixed-length
+inputs, greedy and 4 beams, exactly N new tokens for every system (min length = max length).
+Systems (``systems.py``) each run in a worker process of their own (``worker.py``); the driver
+alternates between them per workload. Each timing is the median of ``--runs`` after a warm-up.
+Also reported: file size, session load time and peak RSS per system, latency against output length
+(chart), a roofline figure for graphgen fp32 greedy, and int8 quality on the demo test set.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
+import os
+import platform
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
-import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_full_size import opus_mt_shaped_checkpoint  # noqa: E402
-from transformers import MarianMTModel  # noqa: E402
+from systems import SYSTEMS, System  # noqa: E402
 
-from graphgen._export import export  # noqa: E402
+DEMO = ROOT / "models" / "demo-en-zh"
+REPLY = "@@"
 
 
-def add_placeholder_tokenizer(checkpoint: Path) -> list[str]:
-    """Tokenizer files for the random checkpoint (CTranslate2's converter reads the vocabulary)."""
-    import json
-    import shutil
+@dataclass
+class Worker:
+    system: System
+    process: subprocess.Popen[str] | None = None
+    info: dict[str, object] = field(default_factory=dict)
+    failure: str = ""
 
+    def ask(self, request: dict[str, object] | None = None) -> dict[str, object]:
+        assert self.process is not None and self.process.stdout is not None and self.process.stdin is not None
+        if request is not None:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        for line in self.process.stdout:
+            if line.startswith(REPLY):
+                return json.loads(line[len(REPLY) :])
+        raise RuntimeError(f"{self.system.label} worker ended: {self.process.wait()}")
+
+
+def _python_for(system: System, optimum_python: Path) -> Path:
+    return optimum_python if system.python == "optimum" else Path(sys.executable)
+
+
+def start_workers(systems: list[System], checkpoint: Path, work: Path, optimum_python: Path) -> list[Worker]:
+    """Prepare (export/convert) and load every system; a system that cannot is kept with the reason."""
+    workers = []
+    for system in systems:
+        worker = Worker(system)
+        workers.append(worker)
+        python = _python_for(system, optimum_python)
+        if not python.exists():
+            worker.failure = f"no interpreter at {python} (run `make bench` to create it)"
+            continue
+        script = [str(python), str(HERE / "worker.py")]
+        args = [system.key, str(checkpoint), str(work)]
+        print(f"  preparing {system.label}", flush=True)
+        done = subprocess.run([*script, "prepare", *args], capture_output=True, text=True)
+        if done.returncode != 0:
+            worker.failure = _last_error(done.stderr)
+            print(f"    failed: {worker.failure}", flush=True)
+            continue
+        worker.process = subprocess.Popen(
+            [*script, "serve", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            worker.info = worker.ask()
+        except RuntimeError as error:
+            worker.failure = str(error)
+            worker.process = None
+    return workers
+
+
+def _last_error(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "failed without a message"
+
+
+def stop_workers(workers: list[Worker]) -> None:
+    for worker in workers:
+        if worker.process is not None:
+            assert worker.process.stdin is not None
+            worker.process.stdin.close()
+            worker.process.wait()
+
+
+def full_size_checkpoint(directory: Path) -> Path:
+    """The opus-mt-en-zh shape with random weights, plus placeholder tokenizer files (CTranslate2's
+    converter reads the vocabulary; the benchmark feeds token ids, so the pieces are arbitrary)."""
+    from test_full_size import opus_mt_shaped_checkpoint
+
+    opus_mt_shaped_checkpoint(directory)
     size = 65001
     pieces = ["</s>", "<unk>", *[f"▁w{i}" for i in range(2, size - 1)], "<pad>"]
-    (checkpoint / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}), encoding="utf-8")
+    (directory / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}), encoding="utf-8")
     for name in ("source.spm", "target.spm"):
-        shutil.copy(ROOT / "models" / "demo-en-zh" / name, checkpoint / name)
-    (checkpoint / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": False}), encoding="utf-8")
-    return pieces
+        shutil.copy(DEMO / name, directory / name)
+    (directory / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": False}), encoding="utf-8")
+    return directory
 
 
-def median_ms(run: object, runs: int) -> float:
-    run()  # type: ignore[operator]  # warm-up
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        run()  # type: ignore[operator]
-        times.append(time.perf_counter() - started)
-    return 1000 * statistics.median(times)
+@dataclass
+class Workload:
+    name: str
+    ids: np.ndarray
+    mask: np.ndarray
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--new-tokens", type=int, default=40)
-    args = parser.parse_args()
-    torch.set_num_threads(2)
-    with tempfile.TemporaryDirectory() as tmp:
-        checkpoint = opus_mt_shaped_checkpoint(Path(tmp) / "checkpoint")
-        graphs = {}
-        for name, int8 in (("graphgen fp32", False), ("graphgen int8", True)):
-            path = Path(tmp) / f"{name.split()[1]}.onnx"
-            export(checkpoint, path, tokenizer=False, int8=int8)
-            options = ort.SessionOptions()
-            options.log_severity_level = 3
-            options.intra_op_num_threads = 2
-            graphs[name] = (ort.InferenceSession(str(path), options), path.stat().st_size)
-        model = MarianMTModel.from_pretrained(checkpoint).eval()
-        pieces = add_placeholder_tokenizer(checkpoint)
-        translators = {}
-        try:
-            import ctranslate2
-            from ctranslate2.converters import TransformersConverter
+def random_workloads(pad: int, eos: int) -> list[Workload]:
+    rng = np.random.default_rng(0)
+    result = []
+    for name, lengths in (("batch 1, 20-token input", [20]), ("batch 16, 5-40 tokens", rng.integers(5, 41, 16))):
+        ids = np.full((len(lengths), max(lengths)), pad, dtype=np.int32)
+        for row, n in enumerate(lengths):
+            ids[row, :n] = rng.integers(10, 60000, size=n)
+            ids[row, n - 1] = eos
+        result.append(Workload(name, ids, (ids != pad).astype(np.int32)))
+    return result
 
-            for compute in ("float32", "int8"):
-                folder = Path(tmp) / f"ct2-{compute}"
-                TransformersConverter(str(checkpoint)).convert(str(folder), quantization=compute)
-                size = sum(f.stat().st_size for f in folder.iterdir())
-                translators[f"CTranslate2 {ctranslate2.__version__} {compute}"] = (
-                    ctranslate2.Translator(str(folder), device="cpu", compute_type=compute, intra_threads=2),
-                    size,
-                )
-        except ImportError:
-            print("CTranslate2 not installed (pip install ctranslate2): skipped\n")
-        length = args.new_tokens + 1  # + the decoder start token
-        rng = np.random.default_rng(0)
-        workloads = {
-            "batch 1, 20-token input": [20],
-            "batch 16, inputs of 5-40 tokens": [int(n) for n in rng.integers(5, 41, size=16)],
-        }
-        print(f"{args.new_tokens} new tokens per input, median of {args.runs}, 2 threads\n")
-        print("| workload | system | search | latency ms | tokens/s | speed-up vs HF | file MB |")
-        print("|---|---|---|---|---|---|---|")
-        timings: dict[tuple[str, str, int], float] = {}
-        for workload, lengths in workloads.items():
-            ids = np.full((len(lengths), max(lengths)), 65000, dtype=np.int32)
-            for row, n in enumerate(lengths):
-                ids[row, :n] = rng.integers(10, 60000, size=n)
-                ids[row, n - 1] = 0
-            mask = (ids != 65000).astype(np.int32)
-            produced = len(lengths) * args.new_tokens
-            source = [[pieces[i] for i in row[:n]] for row, n in zip(ids, lengths, strict=True)]
-            for beams in (1, 4):
-                search = "greedy" if beams == 1 else f"{beams} beams"
 
-                def hf(beams: int = beams, ids: np.ndarray = ids, mask: np.ndarray = mask) -> None:
-                    with torch.no_grad():
-                        model.generate(
-                            input_ids=torch.from_numpy(ids).long(),
-                            attention_mask=torch.from_numpy(mask),
-                            num_beams=beams,
-                            min_length=length,
-                            max_length=length,
-                        )
+def demo_workloads() -> list[Workload]:
+    from conftest import demo_test_pairs
+    from transformers import MarianTokenizer
 
-                hf_ms = median_ms(hf, args.runs)
-                print(
-                    f"| {workload} | HF generate (torch {torch.__version__}) | {search} | {hf_ms:.0f} "
-                    f"| {1000 * produced / hf_ms:.0f} | 1.00 | |",
-                    flush=True,
-                )
-                runs: dict[str, tuple[object, int]] = {}
-                for name, (translator, size) in translators.items():
-                    runs[name] = (
-                        lambda t=translator, b=beams, s=source: t.translate_batch(  # type: ignore[attr-defined]
-                            s, beam_size=b, min_decoding_length=args.new_tokens, max_decoding_length=args.new_tokens
-                        ),
-                        size,
-                    )
-                for name, (session, size) in graphs.items():
-                    feeds = {
-                        "input_ids": ids,
-                        "attention_mask": mask,
-                        "min_length": np.array([length], np.int32),
-                        "max_length": np.array([length], np.int32),
-                        "num_beams": np.array([beams], np.int32),
-                    }
-                    runs[name] = (lambda s=session, f=feeds: s.run(None, f), size)
-                for name, (run, size) in runs.items():
-                    ms = median_ms(run, args.runs)
-                    timings[(workload, name, beams)] = ms
-                    print(
-                        f"| {workload} | {name} | {search} | {ms:.0f} | {1000 * produced / ms:.0f} "
-                        f"| {hf_ms / ms:.2f} | {size / 1e6:.0f} |",
-                        flush=True,
-                    )
-        report_roofline(timings[("batch 1, 20-token input", "graphgen fp32", 1)], args.new_tokens)
+    tokenizer = MarianTokenizer.from_pretrained(DEMO)
+    sources = [source for source, _ in demo_test_pairs()]
+    lengths = [len(tokenizer(s).input_ids) for s in sources]
+    nearest_20 = sources[int(np.argmin([abs(n - 20) for n in lengths]))]
+    result = []
+    for name, texts in (
+        (f"batch 1, {lengths[sources.index(nearest_20)]}-token sentence", [nearest_20]),
+        ("batch 16 test sentences", sources[:16]),
+    ):
+        batch = tokenizer(texts, padding=True, return_tensors="np")
+        result.append(Workload(name, batch.input_ids.astype(np.int32), batch.attention_mask.astype(np.int32)))
+    return result
+
+
+@dataclass
+class Row:
+    model: str
+    workload: str
+    search: str
+    system: str
+    ms: float
+    tokens_per_s: float
+    vs_hf: float | None
+
+
+def time_workloads(
+    model: str, workers: list[Worker], workloads: list[Workload], new_tokens: int, runs: int
+) -> list[Row]:
+    rows = []
+    for workload in workloads:
+        for beams in (1, 4):
+            search = "greedy" if beams == 1 else f"{beams} beams"
+            hf_ms = None
+            for worker in workers:
+                if worker.process is None:
+                    continue
+                request = {
+                    "ids": workload.ids.tolist(),
+                    "mask": workload.mask.tolist(),
+                    "beams": beams,
+                    "new_tokens": new_tokens,
+                    "runs": runs,
+                }
+                answer = worker.ask(request)
+                if answer["steps"] != [new_tokens] * len(workload.ids):
+                    raise RuntimeError(f"{worker.system.label} produced {answer['steps']} tokens, not {new_tokens}")
+                ms = float(answer["ms"])  # type: ignore[arg-type]
+                if worker.system.key == "hf":
+                    hf_ms = ms
+                produced = len(workload.ids) * new_tokens
+                row = Row(model, workload.name, search, worker.system.label, ms, 1000 * produced / ms, None)
+                row.vs_hf = hf_ms / ms if hf_ms else None
+                rows.append(row)
+                print(f"  {workload.name}, {search}: {worker.system.label} {ms:.0f} ms", flush=True)
+    return rows
+
+
+def time_lengths(
+    workers: list[Worker], workload: Workload, beams: int, lengths: list[int], runs: int
+) -> dict[str, list[float]]:
+    curves: dict[str, list[float]] = {w.system.label: [] for w in workers if w.process is not None}
+    for n in lengths:
+        for worker in workers:
+            if worker.process is None:
+                continue
+            request = {"ids": workload.ids.tolist(), "mask": workload.mask.tolist(), "beams": beams}
+            answer = worker.ask({**request, "new_tokens": n, "runs": runs})
+            curves[worker.system.label].append(float(answer["ms"]))  # type: ignore[arg-type]
+        print(f"  chart: {n} new tokens done", flush=True)
+    return curves
+
+
+# --- extra figures -----------------------------------------------------------------------------
 
 
 def memory_bandwidth() -> float:
-    """Bytes per second of a large array copy (one read and one write per byte)."""
+    """Bytes per second of a large array copy (one read and one write per byte), best of 5."""
     source = np.ones(2**28 // 4, dtype=np.float32)  # 256 MiB, far beyond any cache
     target = np.empty_like(source)
     best = float("inf")
@@ -167,18 +228,192 @@ def memory_bandwidth() -> float:
     return 2 * source.nbytes / best
 
 
-def report_roofline(greedy_ms: float, steps: int) -> None:
-    """Decoder weight bytes read per greedy step x steps / time, against measured bandwidth."""
+def roofline(greedy_ms: float, steps: int) -> str:
+    """Decoder weight bytes read per greedy step x steps / time, against measured copy bandwidth."""
     d, ffn, layers, vocab = 512, 2048, 6, 65001
     per_layer = 4 * d * d + 2 * d * d + 2 * d * ffn  # self q,k,v,o; cross q,o (k,v are cached); FFN
     bytes_per_step = 4 * (layers * per_layer + vocab * d)  # + the output projection, fp32
     achieved = bytes_per_step * steps / (greedy_ms / 1000)
     bandwidth = memory_bandwidth()
-    print(
-        f"\nroofline, graphgen fp32 greedy batch 1: {bytes_per_step / 1e6:.0f} MB of decoder weights per step, "
-        f"{achieved / 1e9:.1f} GB/s achieved vs {bandwidth / 1e9:.1f} GB/s measured copy bandwidth "
-        f"({100 * achieved / bandwidth:.0f}%)"
+    return (
+        f"graphgen fp32 greedy, batch 1, full-size shape: {bytes_per_step / 1e6:.0f} MB of decoder weights per "
+        f"step x {steps} steps in {greedy_ms:.0f} ms = {achieved / 1e9:.1f} GB/s, against {bandwidth / 1e9:.1f} GB/s "
+        f"measured copy bandwidth in this run: {100 * achieved / bandwidth:.0f}% of the memory roofline."
     )
+
+
+def int8_quality(work: Path) -> str:
+    """Exact-match rate of int8 vs fp32 and accuracy of each against the references (demo test set)."""
+    from conftest import demo_test_pairs
+
+    from graphgen import Translator
+    from graphgen._export import export
+
+    pairs = demo_test_pairs()
+    outputs = {}
+    for name, int8 in (("fp32", False), ("int8", True)):
+        path = work / f"demo-{name}.onnx"
+        export(DEMO, path, int8=int8, progress=lambda _: None)
+        translator = Translator(path, threads=2)
+        sources = [source for source, _ in pairs]
+        outputs[name] = [t for i in range(0, len(sources), 16) for t in translator.translate(sources[i : i + 16])]
+    same = sum(a == b for a, b in zip(outputs["fp32"], outputs["int8"], strict=True))
+    correct = {name: sum(o == ref for o, (_, ref) in zip(out, pairs, strict=True)) for name, out in outputs.items()}
+    n = len(pairs)
+    return (
+        f"demo model, {n} held-out test sentences, default search (4 beams): int8 output identical to fp32 for "
+        f"{same}/{n}; exact-match accuracy against the references: fp32 {correct['fp32']}/{n}, "
+        f"int8 {correct['int8']}/{n}."
+    )
+
+
+def describe_machine(workers: list[Worker]) -> str:
+    cpu = "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    memory = next(
+        (line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")),
+        "0",
+    )
+    versions: dict[str, str] = {}
+    for worker in workers:
+        versions |= {f"{k} ({worker.system.python} venv)": v for k, v in worker.info.get("versions", {}).items()}
+    listed = ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))
+    return (
+        f"{cpu}, {os.cpu_count()} cores visible, {int(memory) / 2**20:.0f} GiB RAM; {platform.platform()}; "
+        f"Python {platform.python_version()}; all systems limited to 2 threads. Versions: {listed}."
+    )
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def chart(curves: dict[str, list[float]], lengths: list[int], title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5))
+    for label, values in curves.items():
+        axes.plot(lengths, values, marker="o", label=label)
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    axes.set_xticks(lengths, [str(n) for n in lengths])
+    axes.set_xlabel("new tokens generated")
+    axes.set_ylabel("latency, ms (log scale)")
+    axes.set_title(title)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def markdown(
+    args: argparse.Namespace,
+    rows: list[Row],
+    per_model_workers: dict[str, list[Worker]],
+    extras: list[str],
+    elapsed_s: float,
+) -> str:
+    lines = [
+        "# graphgen speed report",
+        "",
+        f"Written by `benchmarks/speed.py` on {time.strftime('%Y-%m-%d')} in {elapsed_s / 60:.1f} minutes "
+        f"(`make bench`). {args.new_tokens} new tokens per input for every system, median of {args.runs} "
+        "runs after a warm-up, systems alternating per workload, each in its own process.",
+        "",
+        f"Machine: {args.machine}",
+        "",
+        "## Latency",
+        "",
+        "| model | workload | search | system | latency ms | tokens/s | speed-up vs HF |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        ratio = f"{r.vs_hf:.2f}x" if r.vs_hf else ""
+        lines.append(
+            f"| {r.model} | {r.workload} | {r.search} | {r.system} | {r.ms:.0f} | {r.tokens_per_s:.0f} | {ratio} |"
+        )
+    lines += ["", "## Size, load time, memory", ""]
+    lines += ["| model | system | file MB | load s | peak RSS MB |", "|---|---|---:|---:|---:|"]
+    for model, workers in per_model_workers.items():
+        for w in workers:
+            if w.failure:
+                lines.append(f"| {model} | {w.system.label} | could not run: {w.failure} | | |")
+                continue
+            info = w.info
+            lines.append(
+                f"| {model} | {w.system.label} | {float(info['size']) / 1e6:.1f} | {float(info['load_s']):.2f} "  # type: ignore[arg-type]
+                f"| {float(info['final_rss_mb']):.0f} |"  # type: ignore[arg-type]
+            )
+    lines += [
+        "",
+        "Load time: constructing the session/model from files already prepared (exports and conversions are "
+        "done beforehand, untimed). Peak RSS: the worker process's maximum resident set over the whole run "
+        "(Python and the system's libraries included).",
+        "",
+        *extras,
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--new-tokens", type=int, default=40)
+    parser.add_argument("--chart-lengths", default="8,16,32,64,128")
+    parser.add_argument("--chart-runs", type=int, default=3)
+    parser.add_argument("--models", default="full,demo", help="comma-separated: full, demo")
+    parser.add_argument("--systems", default=",".join(s.key for s in SYSTEMS))
+    parser.add_argument("--optimum-python", type=Path, default=ROOT / ".venv-optimum" / "bin" / "python")
+    parser.add_argument("--report", type=Path, default=HERE / "report.md")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    systems = [s for s in SYSTEMS if s.key in args.systems.split(",")]
+    lengths = [int(n) for n in args.chart_lengths.split(",")]
+    rows: list[Row] = []
+    per_model: dict[str, list[Worker]] = {}
+    extras: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for model in args.models.split(","):
+            print(f"model: {model}", flush=True)
+            if model == "full":
+                checkpoint = full_size_checkpoint(work / "full-checkpoint")
+                label, workloads = "opus-mt-en-zh shape (random weights)", random_workloads(65000, 0)
+            else:
+                checkpoint = work / "demo-checkpoint"
+                shutil.copytree(DEMO, checkpoint)
+                label, workloads = "demo-en-zh", demo_workloads()
+            workers = start_workers(systems, checkpoint, work / model, args.optimum_python)
+            per_model[label] = workers
+            rows += time_workloads(label, workers, workloads, args.new_tokens, args.runs)
+            if model == "full":
+                curves = time_lengths(workers, workloads[0], 1, lengths, args.chart_runs)
+                chart_path = args.report.with_name("latency_vs_length.png")
+                chart(curves, lengths, f"{label}: {workloads[0].name}, greedy", chart_path)
+                extras += ["## Latency against output length", "", f"![latency vs length]({chart_path.name})", ""]
+                extras += ["| system | " + " | ".join(f"{n} tokens" for n in lengths) + " |"]
+                extras += ["|---|" + "---:|" * len(lengths)]
+                extras += [f"| {k} | " + " | ".join(f"{v:.0f}" for v in vs) + " |" for k, vs in curves.items()]
+                extras.append("")
+                greedy = [r for r in rows if r.model == label and r.system == "graphgen fp32" and r.search == "greedy"]
+                if greedy:
+                    extras += ["## Roofline", "", roofline(greedy[0].ms, args.new_tokens), ""]
+            for worker in workers:
+                if worker.process is not None:
+                    worker.info["final_rss_mb"] = worker.ask({"rss_only": True})["rss_mb"]
+            stop_workers(workers)
+        args.machine = describe_machine([w for ws in per_model.values() for w in ws])
+        if "demo" in args.models:
+            extras += ["## int8 quality", "", int8_quality(work), ""]
+    report = markdown(args, rows, per_model, extras, time.perf_counter() - started)
+    args.report.write_text(report, encoding="utf-8")
+    print(report)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,12 @@ def metadata(spec: ModelSpec, interface: str, int8: bool = False) -> dict[str, s
     }
 
 
+def set_precision(model: ModelProto, precision: str) -> None:
+    for prop in model.metadata_props:
+        if prop.key == "graphgen.precision":
+            prop.value = precision
+
+
 def make_model(graph: GraphProto, props: dict[str, str], domains: Sequence[tuple[str, int]] = ()) -> ModelProto:
     opsets = [helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)]
     opsets += [helper.make_opsetid(domain, version) for domain, version in domains]

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._assemble import build_id_model, build_text_model
+from ._assemble import build_id_model, build_text_model, set_precision
+from ._fp16 import Float16Error, to_float16
 from ._load import check_tokenizer_files, load_checkpoint
 from ._save import check_output_path, save_model
 from ._tokenizer_graphs import load_vocabulary
@@ -32,6 +33,7 @@ def export(
     *,
     tokenizer: bool = True,
     int8: bool = False,
+    fp16: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
     """Export ``model`` (checkpoint directory or hub id) to one ONNX file at ``output``.
@@ -40,8 +42,11 @@ def export(
     onnxruntime-extensions at run time). With ``tokenizer=False`` it takes and returns token ids,
     which ORT builds without the extensions library can run. ``int8=True`` stores every matrix
     (embedding tables and output projection included) as int8 with per-column scales.
+    ``fp16=True`` converts the search to float16, for GPU execution providers.
     """
     report = progress or log.info
+    if int8 and fp16:
+        raise Float16Error("--fp16 and --int8 cannot be combined")
     started = time.perf_counter()
     path = check_output_path(Path(output))
     report(f"loading {model}")
@@ -59,6 +64,10 @@ def export(
         onnx_model = build_id_model(spec, int8=int8)
     else:
         onnx_model = build_text_model(spec, vocabulary, int8=int8)
+    if fp16:
+        report("converting the search to float16")
+        to_float16(onnx_model)
+        set_precision(onnx_model, "float16")
     report(f"saving {path}")
     files = save_model(onnx_model, path)
     seconds = time.perf_counter() - started

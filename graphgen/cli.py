@@ -16,7 +16,14 @@ def _export(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[graphgen] {message}", file=sys.stderr, flush=True)
 
-    export(args.model, args.output, tokenizer=not args.no_tokenizer, int8=args.int8, progress=progress)
+    export(
+        args.model,
+        args.output,
+        tokenizer=not args.no_tokenizer,
+        int8=args.int8,
+        fp16=args.fp16,
+        progress=progress,
+    )
     return 0
 
 
@@ -92,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="store weights as int8 (per-column scales, dynamic activation quantization): about 4x smaller "
         "and faster on CPU, with a small accuracy cost measured in the README",
+    )
+    export.add_argument(
+        "--fp16",
+        action="store_true",
+        help="store weights and compute in float16, for GPU execution providers (CUDA); ONNX Runtime's CPU "
+        "BeamSearch does not run float16 subgraphs",
     )
     export.add_argument("-q", "--quiet", action="store_true", help="print no progress messages")
     export.set_defaults(run=_export)
