@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -166,6 +167,21 @@ class Row:
     vs_hf: float | None
 
 
+def _median_ms(workers: list[Worker], workload: Workload, beams: int, new_tokens: int, runs: int) -> dict[str, float]:
+    """Median latency per system, the runs interleaved (system A run 1, B run 1, ..., A run 2, ...)
+    so that a noisy minute on this shared machine hits every system alike."""
+    base = {"ids": workload.ids.tolist(), "mask": workload.mask.tolist(), "beams": beams, "new_tokens": new_tokens}
+    live = [w for w in workers if w.process is not None]
+    times: dict[str, list[float]] = {w.system.key: [] for w in live}
+    for round_ in range(runs):
+        for worker in live:
+            answer = worker.ask({**base, "runs": 1, "warm_up": round_ == 0})
+            if answer["steps"] != [new_tokens] * len(workload.ids):
+                raise RuntimeError(f"{worker.system.label} produced {answer['steps']} tokens, not {new_tokens}")
+            times[worker.system.key] += answer["times_ms"]  # type: ignore[arg-type]
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
 def time_workloads(
     model: str, workers: list[Worker], workloads: list[Workload], new_tokens: int, runs: int
 ) -> list[Row]:
@@ -173,27 +189,15 @@ def time_workloads(
     for workload in workloads:
         for beams in (1, 4):
             search = "greedy" if beams == 1 else f"{beams} beams"
-            hf_ms = None
+            medians = _median_ms(workers, workload, beams, new_tokens, runs)
+            hf_ms = medians.get("hf")
+            produced = len(workload.ids) * new_tokens
             for worker in workers:
-                if worker.process is None:
+                if worker.system.key not in medians:
                     continue
-                request = {
-                    "ids": workload.ids.tolist(),
-                    "mask": workload.mask.tolist(),
-                    "beams": beams,
-                    "new_tokens": new_tokens,
-                    "runs": runs,
-                }
-                answer = worker.ask(request)
-                if answer["steps"] != [new_tokens] * len(workload.ids):
-                    raise RuntimeError(f"{worker.system.label} produced {answer['steps']} tokens, not {new_tokens}")
-                ms = float(answer["ms"])  # type: ignore[arg-type]
-                if worker.system.key == "hf":
-                    hf_ms = ms
-                produced = len(workload.ids) * new_tokens
-                row = Row(model, workload.name, search, worker.system.label, ms, 1000 * produced / ms, None)
-                row.vs_hf = hf_ms / ms if hf_ms else None
-                rows.append(row)
+                ms = medians[worker.system.key]
+                ratio = hf_ms / ms if hf_ms else None
+                rows.append(Row(model, workload.name, search, worker.system.label, ms, 1000 * produced / ms, ratio))
                 print(f"  {workload.name}, {search}: {worker.system.label} {ms:.0f} ms", flush=True)
     return rows
 
@@ -203,12 +207,10 @@ def time_lengths(
 ) -> dict[str, list[float]]:
     curves: dict[str, list[float]] = {w.system.label: [] for w in workers if w.process is not None}
     for n in lengths:
+        medians = _median_ms(workers, workload, beams, n, runs)
         for worker in workers:
-            if worker.process is None:
-                continue
-            request = {"ids": workload.ids.tolist(), "mask": workload.mask.tolist(), "beams": beams}
-            answer = worker.ask({**request, "new_tokens": n, "runs": runs})
-            curves[worker.system.label].append(float(answer["ms"]))  # type: ignore[arg-type]
+            if worker.system.key in medians:
+                curves[worker.system.label].append(medians[worker.system.key])
         print(f"  chart: {n} new tokens done", flush=True)
     return curves
 
@@ -323,7 +325,7 @@ def markdown(
         "",
         f"Written by `benchmarks/speed.py` on {time.strftime('%Y-%m-%d')} in {elapsed_s / 60:.1f} minutes "
         f"(`make bench`). {args.new_tokens} new tokens per input for every system, median of {args.runs} "
-        "runs after a warm-up, systems alternating per workload, each in its own process.",
+        "runs after a warm-up, the runs of all systems interleaved, each system in its own process.",
         "",
         f"Machine: {args.machine}",
         "",
