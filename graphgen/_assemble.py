@@ -1,10 +1,11 @@
 """Put subgraphs, weights and the search node together into one ModelProto.
 
-Every weight is stored exactly once. A weight read by one subgraph can be that subgraph's
-initializer (ORT prepacks those); a weight read by both (the tied embedding table, the decoder
-layers that the 3-input encoder form also runs) goes to the outer graph, from where the
-subgraphs read it as an implicit input. When the subgraphs are used by two BeamSearch nodes
-(``_search.batch_safe_search``) every weight goes to the outer graph.
+Every weight is stored exactly once, and where ORT prepacks it: in the subgraph that reads it
+or in the graph directly around the BeamSearch node (ORT looks one level up, no further). With
+one BeamSearch node, a weight read by one subgraph is that subgraph's initializer and one read by
+both (the tied embedding table, the decoder layers that the 3-input encoder form also runs) goes
+to the graph around the node. When two BeamSearch nodes share the subgraphs
+(``_search.batch_safe_search``) every weight goes to the Loop body that holds both nodes.
 """
 
 from __future__ import annotations
@@ -56,9 +57,9 @@ def _weight_values(spec: ModelSpec, builders: Sequence[GraphBuilder]) -> dict[st
 def place_weights(
     spec: ModelSpec, parts: Sequence[tuple[GraphProto, GraphBuilder]], all_outer: bool = False
 ) -> list[TensorProto]:
-    """Attach single-use weights to their subgraph; return the shared ones for the outer graph.
+    """Attach single-use weights to their subgraph; return the shared ones for the graph around.
 
-    With ``all_outer`` every weight goes to the outer graph (for subgraphs used by two nodes).
+    With ``all_outer`` every weight is returned (for subgraphs used by two nodes).
     """
     builders = [builder for _, builder in parts]
     values = _weight_values(spec, builders)
