@@ -37,9 +37,15 @@ class GraphBuilder:
         return name
 
     def output(self, value: str, name: str, elem_type: int, shape: Sequence[int | str | None]) -> None:
-        """Expose ``value`` as graph output ``name`` (an Identity keeps the two names apart)."""
+        """Expose ``value`` as graph output ``name``."""
         if value != name:
-            self.op("Identity", [value], outputs=[name])
+            producer = next((node for node in self.nodes if value in node.output), None)
+            if producer is None:  # a graph input or constant: it needs a node to become an output
+                self.op("Identity", [value], outputs=[name])
+            else:  # rename at the source: an Identity would copy the tensor on every call
+                for node in self.nodes:
+                    node.input[:] = [name if x == value else x for x in node.input]
+                    node.output[:] = [name if x == value else x for x in node.output]
         self.outputs.append(helper.make_tensor_value_info(name, elem_type, list(shape)))
 
     def weight(self, name: str) -> str:

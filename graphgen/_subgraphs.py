@@ -194,24 +194,26 @@ class _Transformer:
         """
         b, spec = self.b, self.spec
         flat = b.reshape(hidden, [-1, spec.d_model])
+        # The processors mask whole vocabulary columns, the same for every row, so they edit the
+        # bias vector ([V]) rather than the logits ([rows, V]): one pass less over the logits.
         bias = b.derived("logits_bias", logits_bias(spec))
-        if self.int8 is None:
-            logits = b.op("Gemm", [flat, self.w("lm_head.weight"), bias], transB=1)
-        else:
-            name = self.spec.weight_name("lm_head.weight")
-            logits = self.int8_matmul(flat, name, *self.int8.table(name), bias)
         if spec.renormalize_logits or spec.forced_eos:
             is_eos = np.arange(spec.target_vocab_size) == spec.eos_token_id
             eos_column = b.derived("is_eos_token", is_eos)
             length32 = b.op("Cast", [current_length], to=INT32)
             if spec.renormalize_logits:
                 too_short = b.op("Less", [length32, b.outer(MIN_LENGTH_INPUT)])
-                logits = b.op("Where", [b.op("And", [eos_column, too_short]), b.const(NEG_INF), logits])
+                bias = b.op("Where", [b.op("And", [eos_column, too_short]), b.const(NEG_INF), bias])
             if spec.forced_eos:
                 last = b.op("Sub", [b.outer(MAX_LENGTH_INPUT), b.const(np.array([1], dtype=np.int32))])
                 at_last = b.op("Equal", [length32, last])
                 others = b.op("Not", [eos_column])
-                logits = b.op("Where", [b.op("And", [others, at_last]), b.const(NEG_INF), logits])
+                bias = b.op("Where", [b.op("And", [others, at_last]), b.const(NEG_INF), bias])
+        if self.int8 is None:
+            logits = b.op("Gemm", [flat, self.w("lm_head.weight"), bias], transB=1)
+        else:
+            name = self.spec.weight_name("lm_head.weight")
+            logits = self.int8_matmul(flat, name, *self.int8.table(name), bias)
         return b.reshape(logits, [-1, 1, spec.target_vocab_size])
 
 
