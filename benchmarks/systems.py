@@ -52,6 +52,7 @@ SYSTEMS = [
     System("ct2-int8", "CTranslate2 int8", "main"),
     System("graphgen-fp32", "graphgen fp32", "main"),
     System("graphgen-int8", "graphgen int8", "main"),
+    System("graphgen-int8-es", "graphgen int8 --early-stopping", "main"),
 ]
 BY_KEY = {system.key: system for system in SYSTEMS}
 
@@ -87,13 +88,20 @@ class _HF:
 # --- graphgen ----------------------------------------------------------------------------------
 
 
-def _prepare_graphgen(int8: bool):
+def _prepare_graphgen(key: str, int8: bool, early_stopping: bool | None = None):
     def prepare(checkpoint: Path, work: Path) -> None:
         from graphgen._export import export
 
-        folder = work / ("graphgen-int8" if int8 else "graphgen-fp32")
+        folder = work / key
         folder.mkdir(parents=True, exist_ok=True)
-        export(checkpoint, folder / "model.onnx", tokenizer=False, int8=int8, progress=lambda _: None)
+        export(
+            checkpoint,
+            folder / "model.onnx",
+            tokenizer=False,
+            int8=int8,
+            early_stopping=early_stopping,
+            progress=lambda _: None,
+        )
 
     return prepare
 
@@ -203,8 +211,9 @@ PREPARE = {
     "optimum": _prepare_optimum,
     "ct2-float32": _prepare_ct2("float32"),
     "ct2-int8": _prepare_ct2("int8"),
-    "graphgen-fp32": _prepare_graphgen(False),
-    "graphgen-int8": _prepare_graphgen(True),
+    "graphgen-fp32": _prepare_graphgen("graphgen-fp32", False),
+    "graphgen-int8": _prepare_graphgen("graphgen-int8", True),
+    "graphgen-int8-es": _prepare_graphgen("graphgen-int8-es", True, early_stopping=True),
 }
 LOAD = {
     "hf": lambda checkpoint, work: _HF(checkpoint),
@@ -214,4 +223,5 @@ LOAD = {
     "ct2-int8": lambda checkpoint, work: _CT2(checkpoint, work / "ct2-int8", "int8"),
     "graphgen-fp32": lambda checkpoint, work: _Graphgen(work / "graphgen-fp32" / "model.onnx"),
     "graphgen-int8": lambda checkpoint, work: _Graphgen(work / "graphgen-int8" / "model.onnx"),
+    "graphgen-int8-es": lambda checkpoint, work: _Graphgen(work / "graphgen-int8-es" / "model.onnx"),
 }

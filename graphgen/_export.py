@@ -5,6 +5,7 @@ Each stage lives in its own module; this one only runs them in order and reports
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ def export(
     tokenizer: bool = True,
     int8: bool = False,
     fp16: bool = False,
+    early_stopping: bool | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
     """Export ``model`` (checkpoint directory or hub id) to one ONNX file at ``output``.
@@ -43,6 +45,10 @@ def export(
     which ORT builds without the extensions library can run. ``int8=True`` stores every matrix
     (embedding tables and output projection included) as int8 with per-column scales.
     ``fp16=True`` converts the search to float16, for GPU execution providers.
+    ``early_stopping`` overrides the checkpoint's setting. ``True`` finishes an input once
+    ``num_beams`` hypotheses have ended (HF ``generate(early_stopping=True)``, which the graph then
+    equals), and lets beam search run batched instead of one input at a time: faster for batches,
+    but for some inputs a different result than the checkpoint's default ``False``.
     """
     report = progress or log.info
     if int8 and fp16:
@@ -56,6 +62,8 @@ def export(
         check_tokenizer_files(checkpoint.directory)
         vocabulary = load_vocabulary(checkpoint.directory)
     spec = checkpoint.spec
+    if early_stopping is not None:
+        spec.generation = dataclasses.replace(spec.generation, early_stopping=early_stopping)
     report(
         f"building graphs: {spec.architecture}, {spec.encoder_layers}+{spec.decoder_layers} layers, "
         f"d_model {spec.d_model}, vocab {spec.target_vocab_size}"

@@ -22,6 +22,7 @@ def _export(args: argparse.Namespace) -> int:
         tokenizer=not args.no_tokenizer,
         int8=args.int8,
         fp16=args.fp16,
+        early_stopping=True if args.early_stopping else None,
         progress=progress,
     )
     return 0
@@ -105,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="store weights and compute in float16, for GPU execution providers (CUDA); ONNX Runtime's CPU "
         "BeamSearch does not run float16 subgraphs",
+    )
+    export.add_argument(
+        "--early-stopping",
+        action="store_true",
+        help="finish an input once num_beams hypotheses have ended, as HF generate(early_stopping=True): "
+        "beam search then runs batched instead of one input at a time (faster for batches), but some "
+        "outputs differ from the checkpoint's default (early_stopping=False)",
     )
     export.add_argument("-q", "--quiet", action="store_true", help="print no progress messages")
     export.set_defaults(run=_export)

@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import onnx
 import onnxruntime as ort
 import pytest
 from conftest import demo_test_pairs
@@ -61,3 +62,20 @@ def test_variant_parity(variant: Variant, setting: str) -> None:
     )
     best = compare(name, SENTENCES, [r[:1] for r in expected], [r[:1] for r in actual])
     assert best.rate >= FLOORS.get((name, setting), 1.0), best.differences[:3]
+
+
+def test_export_early_stopping_override(demo_dir: Path, tmp_path: Path) -> None:
+    """``export(early_stopping=True)`` gives one batched search that equals HF's early_stopping=True."""
+    path = tmp_path / "early.onnx"
+    export(demo_dir, path, tokenizer=False, early_stopping=True)
+    graph = onnx.load(str(path)).graph
+    assert [n.op_type for n in graph.node].count("BeamSearch") == 1 and "Loop" not in {n.op_type for n in graph.node}
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    model = MarianMTModel.from_pretrained(demo_dir).eval()
+    tokenizer = MarianTokenizer.from_pretrained(demo_dir)
+    config = model.generation_config
+    for setting in ({}, {"num_return_sequences": 2}):
+        expected = hf_generate(model, tokenizer, SENTENCES, 8, early_stopping=True, **setting)
+        actual = graph_generate(session, tokenizer, SENTENCES, 8, config.eos_token_id, config.pad_token_id, **setting)
+        best = compare("early_stopping override", SENTENCES, [r[:1] for r in expected], [r[:1] for r in actual])
+        assert best.rate == 1.0, best.differences[:3]
