@@ -183,3 +183,20 @@ def test_join_and_clean(pieces: list[list[str]], expected: list[str]) -> None:
     text = sentencepiece_to_text(b, join_pieces(b, "pieces", axis=1, rank=2))
     (got,) = run(b, {"pieces": (STRING, np.array(pieces, dtype=object))}, [text])
     assert got.tolist() == expected == ["".join(row).replace("\u2581", " ").strip() for row in pieces]
+
+
+def test_builder_output_renames_at_the_source() -> None:
+    """A computed value becomes an output by renaming its producer (an Identity would copy it per call);
+    later readers follow the rename. A graph input still needs an Identity."""
+    b = GraphBuilder("t")
+    doubled = b.op("Add", ["x", "x"])
+    tripled = b.op("Add", [doubled, "x"])
+    b.output(doubled, "doubled", INT64, [None])
+    b.output("x", "same", INT64, [None])
+    b.output(tripled, "tripled", INT64, [None])
+    assert [n.op_type for n in b.nodes] == ["Add", "Add", "Identity"]
+    assert list(b.nodes[1].input) == ["doubled", "x"]
+    graph = helper.make_graph(b.nodes, "t", [helper.make_tensor_value_info("x", INT64, [None])], b.outputs)
+    session = ort.InferenceSession(make_model(graph, {}).SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"x": np.array([1, 2], np.int64)})
+    assert [g.tolist() for g in got] == [[2, 4], [1, 2], [3, 6]]
