@@ -199,3 +199,15 @@ def test_cli_export_help_documents_every_option() -> None:
     export_parser = parser._subparsers._group_actions[0].choices["export"]  # type: ignore[union-attr]
     for action in export_parser._actions:
         assert action.help, f"option {action.option_strings or action.dest} has no help text"
+
+
+def test_cli_export_precision_and_search_flags(demo_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from graphgen.cli import main
+
+    path = tmp_path / "early.onnx"
+    assert main(["export", str(demo_dir), "-o", str(path), "--no-tokenizer", "--early-stopping", "-q"]) == 0
+    props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assert json.loads(props["graphgen.generation_defaults"])["early_stopping"] is True
+    assert main(["export", str(demo_dir), "-o", str(tmp_path / "x.onnx"), "--fp16", "--int8", "-q"]) == 2
+    assert "cannot be combined" in capsys.readouterr().err
+    assert not (tmp_path / "x.onnx").exists()
