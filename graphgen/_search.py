@@ -24,6 +24,15 @@ SEARCH_PARAMETERS = (
 )
 
 ID_INPUTS = ("input_ids", "attention_mask")
+# Where search_node puts each of these in the BeamSearch op's input list.
+SEARCH_INPUT_POSITIONS = {
+    "input_ids": 0,
+    "max_length": 1,
+    "min_length": 2,
+    "num_beams": 3,
+    "num_return_sequences": 4,
+    "attention_mask": 9,
+}
 RAW_SEQUENCES = "search_sequences"
 OP_MAX_LENGTH = "search_max_length"
 
@@ -176,18 +185,29 @@ def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[Nod
     PrepackConstantInitializedTensors``); unpacked weights made full-size search 1.6-2.2x slower.
     So both nodes sit in one Loop body that also holds every weight, stored once. The Loop runs
     once over the whole batch for greedy search and once per item for beam search; in each
-    iteration the node not needed gets a one-token throwaway input (its encoder and one decoder
-    step are the whole overhead).
+    iteration the node not needed gets a one-token throwaway input (an encoder pass and at most
+    two decoder steps are the whole overhead).
     """
     greedy = _renamed(search, ["greedy_sequences", "greedy_scores"], early_stopping=1)
     beams = _renamed(search, ["beam_sequences", "beam_scores"], early_stopping=0)
     greedy.name, beams.name = "greedy_search", "beam_search"
-    routed = [0, 9, 1, 2, 3, 4]  # input_ids, attention_mask, max_length, min_length, num_beams, returned
-    chunk = ["chunk_input_ids", "chunk_attention_mask", *(search.input[i] for i in routed[2:])]
-    idle = ["idle_input_ids", "idle_attention_mask", "idle_max_length", "idle_zero", "idle_one", "idle_one"]
+    eos = next(a.i for a in search.attribute if a.name == "eos_token_id")
+    # The op inputs that differ between a pass's real search and its idle one, with the idle values
+    # (a one-token source; max_length 3 because ORT fails at 2, see op_max_length).
+    idle_values = {
+        "input_ids": np.array([[eos]], dtype=np.int32),
+        "attention_mask": np.array([[1]], dtype=np.int32),
+        "max_length": np.array([3], dtype=np.int32),
+        "min_length": np.array([0], dtype=np.int32),
+        "num_beams": np.array([1], dtype=np.int32),
+        "num_return_sequences": np.array([1], dtype=np.int32),
+    }
+    real = {name: search.input[SEARCH_INPUT_POSITIONS[name]] for name in idle_values}
+    real |= {"input_ids": "chunk_input_ids", "attention_mask": "chunk_attention_mask"}
+    idle = {name: f"idle_{name}" for name in idle_values}
     for node, role in ((greedy, "greedy"), (beams, "beam")):
-        for i in routed:
-            node.input[i] = f"{role}_{i}"
+        for name in idle_values:
+            node.input[SEARCH_INPUT_POSITIONS[name]] = f"{role}_{name}"
     body_nodes = [
         helper.make_node("Mul", ["step", "chunk_size"], ["chunk_start"]),
         helper.make_node("Add", ["chunk_start", "chunk_size"], ["chunk_end"]),
@@ -199,9 +219,9 @@ def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[Nod
         ),
         _pick(
             "search_is_greedy",
-            [f"greedy_{i}" for i in routed] + [f"beam_{i}" for i in routed],
-            chunk + idle,
-            idle + chunk,
+            [f"greedy_{name}" for name in idle_values] + [f"beam_{name}" for name in idle_values],
+            [*real.values(), *idle.values()],
+            [*idle.values(), *real.values()],
             "route",
         ),
         greedy,
@@ -215,10 +235,6 @@ def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[Nod
         ),
         helper.make_node("Identity", ["loop_condition"], ["loop_condition_out"]),
     ]
-    eos = 0
-    for attribute in search.attribute:
-        if attribute.name == "eos_token_id":
-            eos = attribute.i
     body = helper.make_graph(
         body_nodes,
         "search_chunks",
@@ -233,11 +249,7 @@ def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[Nod
         ],
         initializer=[
             numpy_helper.from_array(i64(0), "axis_0"),
-            numpy_helper.from_array(np.array([[eos]], dtype=np.int32), "idle_input_ids"),
-            numpy_helper.from_array(np.array([[1]], dtype=np.int32), "idle_attention_mask"),
-            numpy_helper.from_array(np.array([3], dtype=np.int32), "idle_max_length"),
-            numpy_helper.from_array(np.array([0], dtype=np.int32), "idle_zero"),
-            numpy_helper.from_array(np.array([1], dtype=np.int32), "idle_one"),
+            *(numpy_helper.from_array(value, idle[name]) for name, value in idle_values.items()),
             *weights,
         ],
     )
