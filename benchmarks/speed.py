@@ -331,6 +331,41 @@ def chart(curves: dict[str, list[float]], lengths: list[int], title: str, path: 
     figure.savefig(path, dpi=110)
 
 
+# Peers graphgen is compared with at the same precision (issue 5: graphgen should lead each).
+PEERS = {
+    "graphgen fp32": ["CTranslate2 float32", "optimum-onnx ORTModelForSeq2SeqLM (with past)"],
+    "graphgen int8": ["CTranslate2 int8", "optimum-onnx ORTModelForSeq2SeqLM (with past)"],
+}
+WHY_BEHIND = {
+    "4 beams": "default beam search runs one input at a time inside the graph (ORT 1.32's batch done-check "
+    "bug, README 'How it works'); `graphgen export --early-stopping` runs it batched",
+}
+
+
+def against_peers(rows: list[Row]) -> list[str]:
+    """Where graphgen trails a peer at the same precision, by how much and (where known) why."""
+    by_key = {(r.model, r.workload, r.search, r.system): r.ms for r in rows}
+    lines = ["## graphgen against its peers", ""]
+    behind = []
+    compared = 0
+    for (model, workload, search, system), ms in by_key.items():
+        for peer in PEERS.get(system, []):
+            peer_ms = by_key.get((model, workload, search, peer))
+            if peer_ms is None:
+                continue
+            compared += 1
+            if ms > peer_ms:
+                why = WHY_BEHIND.get(search, "") if workload.startswith("batch 16") else ""
+                behind.append(
+                    f"- {model}, {workload}, {search}: {system} {ms:.0f} ms, {peer} {peer_ms:.0f} ms "
+                    f"({ms / peer_ms:.2f}x slower){': ' + why if why else ''}"
+                )
+    lines.append(f"{compared - len(behind)} of {compared} same-precision comparisons won by graphgen.")
+    if behind:
+        lines += ["", "Behind in:", "", *behind]
+    return [*lines, ""]
+
+
 def markdown(
     args: argparse.Namespace,
     rows: list[Row],
@@ -431,6 +466,7 @@ def main() -> None:
                     worker.info["final_rss_mb"] = worker.ask({"rss_only": True})["rss_mb"]
             stop_workers(workers)
         args.machine = describe_machine([w for ws in per_model.values() for w in ws])
+        extras = [*against_peers(rows), *extras]
         if "demo" in args.models:
             extras += ["## int8 quality", "", int8_quality(work), ""]
     report = markdown(args, rows, per_model, extras, time.perf_counter() - started)
