@@ -129,17 +129,16 @@ def _search_core(spec: ModelSpec, int8: bool) -> _SearchCore:
     weights = Int8Weights(spec) if int8 else None
     encoder = build_encoder_graph(spec, weights)
     decoder = build_decoder_graph(spec, weights)
-    if spec.generation.early_stopping:
-        # One batched BeamSearch node is exact (see batch_safe_search). Single-use weights become
-        # subgraph initializers and shared ones go one level up, where ORT still prepacks them.
-        outer_weights = place_weights(spec, [encoder, decoder])
-        node, extras = search_node(spec, encoder[0], decoder[0])
-        search = batched_search(node)
+    # With early stopping one batched BeamSearch node is exact: single-use weights become subgraph
+    # initializers, shared ones go one level up. Otherwise two BeamSearch nodes share the subgraphs
+    # and every weight goes to the Loop body around them (see batch_safe_search).
+    early_stopping = spec.generation.early_stopping
+    shared = place_weights(spec, [encoder, decoder], all_outer=not early_stopping)
+    node, extras = search_node(spec, encoder[0], decoder[0])  # after place_weights: copies the subgraphs
+    if early_stopping:
+        outer_weights, search = shared, batched_search(node)
     else:
-        # Two BeamSearch nodes share the subgraphs: every weight goes to the Loop body around them.
-        outer_weights = []
-        node, extras = search_node(spec, encoder[0], decoder[0])
-        search = batch_safe_search(node, place_weights(spec, [encoder, decoder], all_outer=True))
+        outer_weights, search = [], batch_safe_search(node, shared)
     inputs, defaults, outputs = id_level_io(spec)
     trim = trim_sequences(spec)
     return _SearchCore(

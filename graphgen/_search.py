@@ -93,9 +93,7 @@ def search_node(spec: ModelSpec, encoder: GraphProto, decoder: GraphProto) -> tu
         mask = np.ones(spec.target_vocab_size, dtype=np.int32)
         mask[list(spec.generation.bad_token_ids)] = 0
         extra.append(numpy_helper.from_array(mask, vocab_mask))
-    max_length = "max_length"
-    if spec.forced_eos:
-        max_length = OP_MAX_LENGTH
+    max_length = OP_MAX_LENGTH if spec.forced_eos else "max_length"  # see op_max_length
     inputs = [
         "input_ids",
         max_length,
