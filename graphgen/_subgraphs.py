@@ -59,6 +59,22 @@ class _Transformer:
         name = self.spec.weight_name(f"{prefix}.weight")
         return self.int8_matmul(x, name, *self.int8.linear(name), self.w(f"{prefix}.bias"))
 
+    def fused_linear(self, x: str, prefixes: list[str]) -> list[str]:
+        """Several linears that read the same input as one matmul, split after: one pass over ``x`` and,
+        in int8, one activation quantization instead of one per projection."""
+        b = self.b
+        names = [self.spec.weight_name(f"{p}.weight") for p in prefixes]
+        fused = "+".join(names)
+        bias = b.derived(f"{fused}.bias", np.concatenate([self.spec.weight(f"{p}.bias") for p in prefixes]))
+        if self.int8 is None:
+            weight = b.derived(fused, np.concatenate([self.spec.weights[n] for n in names], axis=1))
+            y = b.add(b.matmul(x, weight), bias)
+        else:
+            parts = [self.int8.linear(n) for n in names]
+            weight = np.concatenate([w for w, _ in parts], axis=1)
+            y = self.int8_matmul(x, fused, weight, np.concatenate([s for _, s in parts]), bias)
+        return b.op_multi("Split", [y], len(prefixes), axis=-1)
+
     def int8_matmul(self, x: str, name: str, weight: np.ndarray, scale: np.ndarray, bias: str) -> str:
         b = self.b
         zero = b.derived(f"int8_zero_points_{scale.size}", np.zeros(scale.size, dtype=np.int8))
@@ -94,23 +110,35 @@ class _Transformer:
         head_dim = self.spec.d_model // heads
         return self.b.transpose(self.b.reshape(x, [0, -1, heads, head_dim]), [0, 2, 1, 3])
 
-    def merge_heads(self, x: str) -> str:
-        return self.b.reshape(self.b.transpose(x, [0, 2, 1, 3]), [0, -1, self.spec.d_model])
+    def attention(self, q: str, k: str, v: str, heads: int, mask: str) -> str:
+        """Attention over unmasked keys, as one com.microsoft ``MultiHeadAttention`` kernel.
 
-    def attend(self, q: str, k: str, v: str, heads: int, bias: str | None) -> str:
-        b = self.b
-        scale = np.float32((self.spec.d_model // heads) ** -0.5)
-        scores = b.mul(b.matmul(q, b.transpose(k, [0, 1, 3, 2])), b.const(scale, "scaling"))
-        if bias is not None:
-            scores = b.add(scores, bias)
-        return self.merge_heads(b.matmul(b.op("Softmax", [scores], axis=-1), v))
+        One kernel instead of the ~10 reshapes, transposes, matmuls and the softmax it replaces,
+        each of which ORT dispatches on every decoding step. ``q``/``k``/``v`` are ``[B, T, D]``, or
+        ``k``/``v`` the ``[B, H, S, D/H]`` cross-attention caches; ``mask`` is the int32 ``[B, S]``
+        padding mask, whose zeros get the float32 minimum, as HF's masks do.
+        """
+        return self.b.op(
+            "MultiHeadAttention",
+            [q, k, v, "", mask],
+            domain=MS_DOMAIN,
+            num_heads=heads,
+            scale=self.scale(heads),
+            mask_filter_value=float(MASKED),
+        )
 
-    def padding_bias(self, attention_mask: str) -> str:
-        """int32 [B, S] mask → additive float [B, 1, 1, S] bias (0 keep, float-min drop)."""
-        b = self.b
-        is_pad = b.op("Equal", [attention_mask, b.const(np.int32(0))])
-        bias = b.op("Where", [is_pad, b.const(MASKED), b.const(np.float32(0.0))])
-        return b.op("Unsqueeze", [bias, b.const(i64(1, 2))])
+    def cached_self_attention(
+        self, q: str, k: str, v: str, heads: int, past: tuple[str, str] | None
+    ) -> tuple[str, str, str]:
+        """A decoding step's self-attention: the output and the key/value caches with this step appended."""
+        cache = ["", "", "", *past] if past is not None else []
+        output, key, value = self.b.op_multi(
+            "MultiHeadAttention", [q, k, v, *cache], 3, domain=MS_DOMAIN, num_heads=heads, scale=self.scale(heads)
+        )
+        return output, key, value
+
+    def scale(self, heads: int) -> float:
+        return float(np.float32((self.spec.d_model // heads) ** -0.5))
 
     def embed(self, ids: str, table: str, positions: str) -> str:
         b = self.b
@@ -129,7 +157,7 @@ class _Transformer:
             tokens = b.mul(tokens, b.const(np.float32(self.spec.embed_scale), "embed_scale"))
         return b.add(tokens, positions)
 
-    def encoder(self, input_ids: str, bias: str) -> str:
+    def encoder(self, input_ids: str, mask: str) -> str:
         b, spec = self.b, self.spec
         length = b.op("Gather", [b.op("Shape", [input_ids]), b.const(i64(1))])
         positions = b.op("Slice", [self.w("positions"), b.const(i64(0)), length])
@@ -137,8 +165,8 @@ class _Transformer:
         for index in range(spec.encoder_layers):
             prefix = f"encoder.layers.{index}"
             heads = spec.encoder_heads
-            q, k, v = (self.split_heads(self.linear(x, f"{prefix}.self_attn.{p}"), heads) for p in "qkv")
-            attended = self.linear(self.attend(q, k, v, heads, bias), f"{prefix}.self_attn.out")
+            q, k, v = self.fused_linear(x, [f"{prefix}.self_attn.{p}" for p in "qkv"])
+            attended = self.linear(self.attention(q, k, v, heads, mask), f"{prefix}.self_attn.out")
             x = self.layer_norm(b.add(x, attended), f"{prefix}.self_attn_layer_norm")
             hidden = self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
             x = self.layer_norm(b.add(x, hidden), f"{prefix}.final_layer_norm")
@@ -160,7 +188,7 @@ class _Transformer:
         past_length: str,
         past_self: list[tuple[str, str]] | None,
         cross: list[tuple[str, str]],
-        bias: str,
+        mask: str,
     ) -> tuple[str, list[tuple[str, str]]]:
         """One decoding step for ``input_ids`` [B, 1]; returns logits [B, 1, V] and the new self caches."""
         b, spec = self.b, self.spec
@@ -170,17 +198,14 @@ class _Transformer:
         presents = []
         for index in range(spec.decoder_layers):
             prefix = f"decoder.layers.{index}"
-            q, k, v = (self.split_heads(self.linear(x, f"{prefix}.self_attn.{p}"), heads) for p in "qkv")
-            if past_self is not None:
-                k = b.op("Concat", [past_self[index][0], k], axis=2)
-                v = b.op("Concat", [past_self[index][1], v], axis=2)
-            presents.append((k, v))
-            attended = self.linear(self.attend(q, k, v, heads, None), f"{prefix}.self_attn.out")
+            q, k, v = self.fused_linear(x, [f"{prefix}.self_attn.{p}" for p in "qkv"])
+            past = past_self[index] if past_self is not None else None
+            attended, key, value = self.cached_self_attention(q, k, v, heads, past)
+            presents.append((key, value))
+            attended = self.linear(attended, f"{prefix}.self_attn.out")
             x = self.layer_norm(b.add(x, attended), f"{prefix}.self_attn_layer_norm")
-            q = self.split_heads(self.linear(x, f"{prefix}.encoder_attn.q"), heads)
-            attended = self.linear(
-                self.attend(q, cross[index][0], cross[index][1], heads, bias), f"{prefix}.encoder_attn.out"
-            )
+            q = self.linear(x, f"{prefix}.encoder_attn.q")
+            attended = self.linear(self.attention(q, *cross[index], heads, mask), f"{prefix}.encoder_attn.out")
             x = self.layer_norm(b.add(x, attended), f"{prefix}.encoder_attn_layer_norm")
             hidden = self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
             x = self.layer_norm(b.add(x, hidden), f"{prefix}.final_layer_norm")
@@ -194,21 +219,23 @@ class _Transformer:
         """
         b, spec = self.b, self.spec
         flat = b.reshape(hidden, [-1, spec.d_model])
-        # The processors mask whole vocabulary columns, the same for every row, so they edit the
-        # bias vector ([V]) rather than the logits ([rows, V]): one pass less over the logits.
-        bias = b.derived("logits_bias", logits_bias(spec))
-        if spec.renormalize_logits or spec.forced_eos:
-            is_eos = np.arange(spec.target_vocab_size) == spec.eos_token_id
-            eos_column = b.derived("is_eos_token", is_eos)
+        # The processors mask whole vocabulary columns, the same for every row, so they pick one of a
+        # few precomputed [V] bias rows rather than editing the logits ([rows, V]) on every step.
+        variants = bias_variants(spec)
+        if len(variants) == 1:
+            bias = b.derived("logits_bias", variants[0])
+        else:
             length32 = b.op("Cast", [current_length], to=INT32)
+            row = b.const(np.array([0], dtype=np.int32))
             if spec.renormalize_logits:
                 too_short = b.op("Less", [length32, b.outer(MIN_LENGTH_INPUT)])
-                bias = b.op("Where", [b.op("And", [eos_column, too_short]), b.const(NEG_INF), bias])
-            if spec.forced_eos:
+                row = b.op("Where", [too_short, b.const(np.array([1], dtype=np.int32)), row])
+            if spec.forced_eos:  # applied after min_length, as HF orders them: it wins when both apply
                 last = b.op("Sub", [b.outer(MAX_LENGTH_INPUT), b.const(np.array([1], dtype=np.int32))])
-                at_last = b.op("Equal", [length32, last])
-                others = b.op("Not", [eos_column])
-                bias = b.op("Where", [b.op("And", [others, at_last]), b.const(NEG_INF), bias])
+                forced = b.const(np.array([len(variants) - 1], dtype=np.int32))
+                row = b.op("Where", [b.op("Equal", [length32, last]), forced, row])
+            table = b.derived("logits_bias_variants", np.stack(variants))
+            bias = b.op("Gather", [table, b.op("Squeeze", [row])])
         if self.int8 is None:
             logits = b.op("Gemm", [flat, self.w("lm_head.weight"), bias], transB=1)
         else:
@@ -225,6 +252,23 @@ def logits_bias(spec: ModelSpec) -> np.ndarray:
     return bias
 
 
+def bias_variants(spec: ModelSpec) -> list[np.ndarray]:
+    """The output bias in each state the in-graph processors can put it in: as is; with EOS banned
+    (``min_length`` not reached, only when HF renormalises); with every token but EOS banned (the
+    forced EOS of the last step)."""
+    bias = logits_bias(spec)
+    variants = [bias]
+    if spec.renormalize_logits:
+        too_short = bias.copy()
+        too_short[spec.eos_token_id] = NEG_INF
+        variants.append(too_short)
+    if spec.forced_eos:
+        forced = np.full_like(bias, NEG_INF)
+        forced[spec.eos_token_id] = bias[spec.eos_token_id]
+        variants.append(forced)
+    return variants
+
+
 def _cache_shape(spec: ModelSpec, length: str | int) -> list[int | str]:
     heads = spec.decoder_heads
     return ["batch", heads, length, spec.d_model // heads]
@@ -237,10 +281,9 @@ def build_encoder_graph(spec: ModelSpec, int8: Int8Weights | None = None) -> tup
     input_ids = b.input("encoder_input_ids", INT32, ["batch", "source"])
     mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
     decoder_ids = b.input("decoder_input_ids", INT32, ["batch", 1])
-    bias = t.padding_bias(mask)
-    states = t.encoder(input_ids, bias)
+    states = t.encoder(input_ids, mask)
     cross = t.cross_caches(states)
-    logits, presents = t.decoder_step(decoder_ids, b.const(i64(0)), None, cross, bias)
+    logits, presents = t.decoder_step(decoder_ids, b.const(i64(0)), None, cross, mask)
     b.output(logits, "logits", FLOAT, ["batch", 1, spec.target_vocab_size])
     b.output(states, "encoder_hidden_states", FLOAT, ["batch", "source", spec.d_model])
     for index, (key, value) in enumerate(presents):
@@ -270,7 +313,7 @@ def build_decoder_graph(spec: ModelSpec, int8: Int8Weights | None = None) -> tup
     past_length = b.op(
         "Slice", [b.op("Shape", [past_self[0][0]]), *(b.const(np.array([v], dtype=np.int64)) for v in (2, 3))]
     )
-    logits, presents = t.decoder_step(input_ids, past_length, past_self, cross, t.padding_bias(mask))
+    logits, presents = t.decoder_step(input_ids, past_length, past_self, cross, mask)
     b.output(logits, "logits", FLOAT, ["batch", 1, spec.target_vocab_size])
     for index, (key, value) in enumerate(presents):
         b.output(key, f"present_key_self_{index}", FLOAT, _cache_shape(spec, "past_plus_1"))

@@ -35,6 +35,10 @@ SETTINGS: dict[str, dict[str, object]] = {
     "greedy, max_length 9": {"num_beams": 1, "max_length": 9},
     "max_length 2 (one forced EOS; ORT itself fails at 2)": {"max_length": 2},
     "greedy, max_length 2": {"num_beams": 1, "max_length": 2},
+    # The last step is both too short and the forced-EOS step: HF applies min_length first, then
+    # forces EOS, so EOS wins.
+    "min_length = max_length 12": {"min_length": 12, "max_length": 12},
+    "greedy, min_length = max_length 12": {"num_beams": 1, "min_length": 12, "max_length": 12},
 }
 # With several hypotheses returned, the lower-ranked ones can differ: ORT and HF stop the search
 # by different heuristics, so their sets of finished hypotheses differ (README, "Parity").
