@@ -49,8 +49,8 @@ bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
 	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python
 
 lint: $(VENV)/.installed
-	$(PY) -m ruff check graphgen custom_ops tests models benchmarks
-	$(PY) -m ruff format --check graphgen custom_ops tests models benchmarks
+	$(PY) -m ruff check graphgen custom_ops tests models benchmarks examples
+	$(PY) -m ruff format --check graphgen custom_ops tests models benchmarks examples
 
 clean:
 	rm -rf build

@@ -6,29 +6,19 @@ into a graph and can be tested one by one (see ``tests/test_custom_ops.py``).
 
 from .builder import EXTENSIONS_DOMAIN, GraphBuilder
 from .ids import collapse_marked_runs, merge_rows, padded_to_ragged, ragged_to_padded, remap
-from .text import (
-    is_nonempty,
-    join_pieces,
-    lookup_tokens,
-    regex_replace,
-    sentencepiece_to_text,
-    split_language_token,
-    split_on_literals,
-)
+from .text import join_and_strip, lookup_tokens, split_language_token, split_on_literals, strip_tables
 
 __all__ = [
     "EXTENSIONS_DOMAIN",
     "GraphBuilder",
     "collapse_marked_runs",
-    "is_nonempty",
-    "join_pieces",
+    "join_and_strip",
     "lookup_tokens",
     "merge_rows",
     "padded_to_ragged",
     "ragged_to_padded",
-    "regex_replace",
     "remap",
-    "sentencepiece_to_text",
     "split_language_token",
     "split_on_literals",
+    "strip_tables",
 ]

@@ -13,8 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
-OPSET = 17
+OPSET = 20  # StringSplit, StringConcat, RegexFullMatch; ONNX Runtime 1.17 and later
 MS_DOMAIN = "com.microsoft"
+ML_DOMAIN = "ai.onnx.ml"
+ML_OPSET = 3
 
 
 class GraphBuilder:

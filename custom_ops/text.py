@@ -1,116 +1,230 @@
-"""String-side building blocks on onnxruntime-extensions ops (domain ``ai.onnx.contrib``)."""
+"""String-side building blocks in standard ONNX ops only (opset 20 and ``ai.onnx.ml``).
+
+No onnxruntime-extensions op is used here: the prebuilt extensions packages for Android and iOS
+carry only the tokenizer ops (SentencePiece among them), and extensions 0.13/0.14 get the
+non-global ``StringRegexReplace`` wrong. ``StringSplit``, ``StringConcat``, ``RegexFullMatch``
+(ONNX opset 20) and ``LabelEncoder`` run in every ONNX Runtime release from 1.17 on.
+"""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
+from onnx import TensorProto, helper
 
-from .builder import EXTENSIONS_DOMAIN, INT64, GraphBuilder, i64
-
-# Python's str.strip() removes Unicode White_Space; RE2's \s is ASCII only, so list the rest.
-_WHITESPACE = r"[\s\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{1c}-\x{1f}]"
+from .builder import BOOL, INT64, ML_DOMAIN, STRING, GraphBuilder, i64
 
 
-def regex_replace(b: GraphBuilder, text: str, pattern: str, rewrite: str, replace_all: bool = True) -> str:
-    """RE2 replace on every string of ``text``; ``rewrite`` may use ``\\1`` groups."""
-    return b.op(
-        "StringRegexReplace",
-        [
-            text,
-            b.const(np.array([pattern], dtype=object), "pattern"),
-            b.const(np.array([rewrite], dtype=object), "rewrite"),
-        ],
-        domain=EXTENSIONS_DOMAIN,
-        global_replace=int(replace_all),
+def _strings(*values: str) -> np.ndarray:
+    return np.array(values, dtype=object)
+
+
+def _is_empty(b: GraphBuilder, text: str) -> str:
+    return b.op("Equal", [text, b.const(np.array("", dtype=object), "empty")])
+
+
+def _split(b: GraphBuilder, text: str, delimiter: str, maxsplit: int | None = None) -> tuple[str, str]:
+    """StringSplit ``[N]`` → parts ``[N, K]`` (padded with ``""``) and counts ``[N]``, with K ≥ 2.
+
+    StringSplit's width is the largest count in the batch (1 when no string holds the delimiter, 0
+    for an empty batch); two spare columns make column indexing safe in every case.
+    """
+    attributes: dict[str, object] = {"delimiter": delimiter}
+    if maxsplit is not None:
+        attributes["maxsplit"] = maxsplit
+    parts, counts = b.op_multi("StringSplit", [text], 2, **attributes)
+    rows = b.op("Shape", [text])
+    spare = b.op(
+        "Expand", [b.const(np.array("", dtype=object), "empty"), b.op("Concat", [rows, b.const(i64(2))], axis=0)]
     )
+    return b.op("Concat", [parts, spare], axis=1), counts
 
 
-def split_language_token(b: GraphBuilder, text: str, whole: tuple[str, ...] = ()) -> tuple[str, str]:
-    """``">>cmn_Hans<< Hi"`` → (``">>cmn_Hans<<"``, ``" Hi"``); no token → (``""``, text).
+def _column(b: GraphBuilder, table: str, index: int) -> str:
+    return b.op("Gather", [table, b.const(np.int64(index))], axis=1)
+
+
+def split_language_token(b: GraphBuilder, text: str, whole: tuple[str, ...] = ()) -> tuple[str, str, str]:
+    """``">>cmn_Hans<< Hi"`` → (``">>cmn_Hans<<"``, ``" Hi"``, True); no token → (``""``, text, False).
 
     Mirrors MarianTokenizer.remove_language_code: the text must start with ``>>`` and the token
     ends at the first ``<<``. A string equal to one of ``whole`` is returned whole as the token
-    (with ``""`` as the rest), which is how split-off special tokens pass through.
+    (with ``""`` as the rest), which is how split-off special tokens pass through. The third value
+    says, per string, whether a token was found.
     """
-    literals = "|".join(re.escape(token) for token in whole)
-    special = rf"|({literals})$" if whole else ""
-    code = regex_replace(b, text, rf"(?s)^(?:(>>.*?<<){special})?.*$", r"\1\2" if whole else r"\1", replace_all=False)
-    rest = regex_replace(b, text, rf"(?s)^(?:>>.*?<<{special})", "", replace_all=False)
-    return code, rest
+    has_code = b.op("RegexFullMatch", [text], pattern="(?s)>>.*<<.*")
+    halves, _ = _split(b, text, "<<", maxsplit=1)  # the first "<<" after ">>" closes the token
+    code = b.op("StringConcat", [_column(b, halves, 0), b.const(np.array("<<", dtype=object), "close")])
+    empty = b.const(np.array("", dtype=object), "empty")
+    lead = b.op("Where", [has_code, code, empty])
+    rest = b.op("Where", [has_code, _column(b, halves, 1), text])
+    if whole:
+        marks = b.op(
+            "LabelEncoder",
+            [text],
+            domain=ML_DOMAIN,
+            keys_strings=list(whole),
+            values_int64s=[1] * len(whole),
+            default_int64=0,
+        )
+        is_whole = b.op("Cast", [marks], to=BOOL)
+        lead = b.op("Where", [is_whole, text, lead])
+        rest = b.op("Where", [is_whole, empty, rest])
+        has_code = b.op("Or", [has_code, is_whole])
+    return lead, rest, has_code
+
+
+def _split_on_literal(b: GraphBuilder, text: str, literal: str) -> tuple[str, str]:
+    """Cut every string at each ``literal``, keeping it as a piece; empty pieces dropped."""
+    parts, counts = _split(b, text, literal)
+    shape = b.op("Shape", [parts])
+    # Interleave: part 0, literal, part 1, literal, ... → [N, 2K]; the last literal is one too many.
+    literals = b.op("Expand", [b.const(np.array(literal, dtype=object), "literal"), shape])
+    pairs = b.op(
+        "Concat",
+        [b.op("Unsqueeze", [parts, b.const(i64(2))]), b.op("Unsqueeze", [literals, b.const(i64(2))])],
+        axis=2,
+    )
+    width = b.op("Mul", [b.op("Slice", [shape, b.const(i64(1)), b.const(i64(2))]), b.const(i64(2))])
+    rows = b.op("Slice", [shape, b.const(i64(0)), b.const(i64(1))])
+    interleaved = b.op("Reshape", [pairs, b.op("Concat", [rows, width], axis=0)])
+    column = b.op(
+        "Unsqueeze",
+        [b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [width]), b.const(np.int64(1))]), b.const(i64(0))],
+    )
+    used = b.op("Sub", [b.op("Mul", [counts, b.const(np.int64(2))]), b.const(np.int64(1))])
+    keep = b.op(
+        "And",
+        [b.op("Less", [column, b.op("Unsqueeze", [used, b.const(i64(1))])]), b.op("Not", [_is_empty(b, interleaved)])],
+    )
+    pieces = b.op(
+        "Compress",
+        [b.op("Reshape", [interleaved, b.const(i64(-1))]), b.op("Reshape", [keep, b.const(i64(-1))])],
+        axis=0,
+    )
+    per_row = b.op("ReduceSum", [b.op("Cast", [keep], to=INT64), b.const(i64(1))], keepdims=0)
+    splits = b.op("Concat", [b.const(i64(0)), b.op("CumSum", [per_row, b.const(np.int64(0))])], axis=0)
+    return pieces, splits
 
 
 def split_on_literals(b: GraphBuilder, text: str, literals: tuple[str, ...]) -> tuple[str, str]:
     """Cut every string at each occurrence of ``literals``, keeping them as pieces of their own.
 
     Returns the flat pieces (empty pieces dropped) and int64 row splits, as HF's added-token
-    trie split does before tokenising each piece.
+    trie split does before tokenising each piece. One literal at a time gives the same cuts as
+    a leftmost-longest search as long as no literal can overlap another (a proper suffix of one
+    is never a prefix of another), which the function checks.
     """
-    pattern = np.array(["|".join(re.escape(token) for token in literals)], dtype=object)
-    pieces, _, _, splits = b.op_multi(
-        "StringECMARegexSplitWithOffsets",
-        [text, b.const(pattern, "split_pattern"), b.const(pattern, "keep_pattern")],
-        4,
-        domain=EXTENSIONS_DOMAIN,
+    for first in literals:
+        for second in literals:
+            contains = first != second and first in second
+            if contains or any(second.startswith(first[i:]) for i in range(1, len(first))):
+                raise ValueError(f"literals {first!r} and {second!r} can overlap")
+    rows = b.op("Shape", [text])
+    pieces = text
+    splits = b.op(
+        "Range",
+        [b.const(np.int64(0)), b.op("Add", [b.op("Squeeze", [rows]), b.const(np.int64(1))]), b.const(np.int64(1))],
     )
+    for literal in literals:
+        pieces, inner = _split_on_literal(b, pieces, literal)
+        splits = b.op("Gather", [inner, splits])
     return pieces, splits
 
 
 def lookup_tokens(b: GraphBuilder, tokens: str, vocabulary: dict[str, int], unknown_id: int) -> str:
     """Whole strings → ids (int64, same shape); strings not in ``vocabulary`` → ``unknown_id``."""
-    lines = "\n".join(f"{token}\t{index}" for token, index in vocabulary.items())
-    ids = b.op("StringToVector", [tokens], domain=EXTENSIONS_DOMAIN, map=lines, unk=str(unknown_id))
-    return b.op("Squeeze", [ids, b.const(i64(-1))])
-
-
-def is_nonempty(b: GraphBuilder, text: str) -> str:
-    """bool per string: length > 0."""
-    length = b.op("StringLength", [text], domain=EXTENSIONS_DOMAIN)
-    return b.op("Greater", [length, b.const(np.int64(0))])
-
-
-def join_pieces(b: GraphBuilder, pieces: str, axis: int, rank: int) -> str:
-    """Concatenate strings of a rank-``rank`` tensor along ``axis`` (the axis is removed).
-
-    onnxruntime-extensions 0.15's StringJoin kills the process when a dimension other than the
-    joined one is 0 (an empty batch, say), so every other dimension gets one extra slot of
-    empty strings before the join, and the result is cut back to the original sizes.
-    """
-    shape = b.op("Shape", [pieces])
-    padded = pieces
-    for dim in range(rank):
-        if dim == axis:
-            continue
-        grown_shape = b.op("Shape", [padded])
-        one_slot = b.op(
-            "ScatterElements",
-            [grown_shape, b.const(np.array([dim], dtype=np.int64)), b.const(i64(1))],
-        )
-        spare = b.op("Expand", [b.const(np.array("", dtype=object), "empty"), one_slot])
-        padded = b.op("Concat", [padded, spare], axis=dim)
-    joined = b.op(
-        "StringJoin",
-        [padded, b.const(np.array("", dtype=object), "separator"), b.const(np.int64(axis), "axis")],
-        domain=EXTENSIONS_DOMAIN,
+    return b.op(
+        "LabelEncoder",
+        [tokens],
+        domain=ML_DOMAIN,
+        keys_strings=list(vocabulary),
+        values_int64s=list(vocabulary.values()),
+        default_int64=unknown_id,
     )
-    kept_dims = [d for d in range(rank) if d != axis]
-    sizes = b.op("Gather", [shape, b.const(np.array(kept_dims, dtype=np.int64))])
-    starts = b.const(np.zeros(len(kept_dims), dtype=np.int64))
-    return b.op("Slice", [joined, starts, sizes, b.const(np.arange(len(kept_dims), dtype=np.int64))])
 
 
-def sentencepiece_to_text(b: GraphBuilder, joined_pieces: str) -> str:
-    """What SentencePiece decoding + MarianTokenizer do to joined pieces: ``▁`` → space, then strip."""
-    spaced = regex_replace(b, joined_pieces, "\u2581", " ")
-    return regex_replace(b, spaced, rf"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
+def strip_tables(pieces: list[str]) -> np.ndarray:
+    """Per id: the piece as is, without leading, without trailing and without surrounding whitespace.
+
+    Flattened to ``[4 * V + 1]`` (kind-major; the extra last entry is ``""``) for
+    ``join_and_strip``. Whitespace is Python's ``str.isspace``, as ``str.strip`` uses.
+    """
+    kinds = [pieces, [p.lstrip() for p in pieces], [p.rstrip() for p in pieces], [p.strip() for p in pieces]]
+    return np.array([*(p for kind in kinds for p in kind), ""], dtype=object)
 
 
-__all__ = [
-    "INT64",
-    "is_nonempty",
-    "join_pieces",
-    "lookup_tokens",
-    "regex_replace",
-    "sentencepiece_to_text",
-    "split_language_token",
-]
+def join_and_strip(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> str:
+    """int ``[B, R, L]`` ids → string ``[B, R]``: the pieces of each row joined, then ``str.strip``-ed.
+
+    Stripping the joined text equals dropping the whitespace-only pieces at both ends and
+    stripping the first and last remaining piece on their outer side; each position therefore
+    picks its piece from one of the ``strip_tables`` kinds, and the row is joined with
+    ``StringConcat`` one position at a time. Every piece is valid UTF-8, so is the result.
+    """
+    size = (len(tables) - 1) // 4
+    blank = np.array([not p.strip() for p in tables[:size]] + [True])
+    table = b.derived(name, tables)
+    # One blank column more (id ``size``: "" in every kind) so that ArgMax never sees an empty axis.
+    spare_shape = b.op(
+        "Concat", [b.op("Slice", [b.op("Shape", [ids]), b.const(i64(0)), b.const(i64(2))]), b.const(i64(1))], axis=0
+    )
+    spare = b.op("Expand", [b.const(np.array(size, dtype=np.int64)), spare_shape])
+    ids = b.op("Concat", [b.op("Cast", [ids], to=INT64), spare], axis=2)
+    is_content = b.op("Not", [b.op("Gather", [b.derived(f"{name}_blank", blank), ids])])
+    as_int = b.op("Cast", [is_content], to=TensorProto.INT32)
+    first = b.op("ArgMax", [as_int], axis=2, keepdims=1)
+    last = b.op("ArgMax", [as_int], axis=2, keepdims=1, select_last_index=1)
+    any_content = b.op("Cast", [b.op("ReduceMax", [as_int, b.const(i64(2))], keepdims=1)], to=BOOL)
+    length = b.op("Gather", [b.op("Shape", [ids]), b.const(i64(2))])
+    position = b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [length]), b.const(np.int64(1))])
+    inside = b.op(
+        "And",
+        [
+            any_content,
+            b.op("And", [b.op("GreaterOrEqual", [position, first]), b.op("LessOrEqual", [position, last])]),
+        ],
+    )
+    kind = b.op(
+        "Add",
+        [
+            b.op("Cast", [b.op("Equal", [position, first])], to=INT64),
+            b.op("Mul", [b.op("Cast", [b.op("Equal", [position, last])], to=INT64), b.const(np.int64(2))]),
+        ],
+    )
+    index = b.op("Add", [b.op("Mul", [kind, b.const(np.int64(size))]), ids])
+    index = b.op("Where", [inside, index, b.const(np.int64(4 * size), "blank_index")])
+    pieces = b.op("Gather", [table, index])
+    return _join_last_axis(b, pieces, length)
+
+
+def _join_last_axis(b: GraphBuilder, pieces: str, length: str) -> str:
+    """``[B, R, L]`` strings → ``[B, R]`` by a Loop of ``StringConcat`` over L."""
+    start = b.op(
+        "Expand",
+        [
+            b.const(np.array("", dtype=object), "empty"),
+            b.op("Slice", [b.op("Shape", [pieces]), b.const(i64(0)), b.const(i64(2))]),
+        ],
+    )
+    prefix = b.fresh("join")
+    body = helper.make_graph(
+        [
+            helper.make_node("Gather", [pieces, f"{prefix}/step"], [f"{prefix}/column"], axis=2),
+            helper.make_node("StringConcat", [f"{prefix}/text", f"{prefix}/column"], [f"{prefix}/text_out"]),
+            helper.make_node("Identity", [f"{prefix}/cond"], [f"{prefix}/cond_out"]),
+        ],
+        f"{prefix}/body",
+        [
+            helper.make_tensor_value_info(f"{prefix}/step", INT64, []),
+            helper.make_tensor_value_info(f"{prefix}/cond", BOOL, []),
+            helper.make_tensor_value_info(f"{prefix}/text", STRING, None),
+        ],
+        [
+            helper.make_tensor_value_info(f"{prefix}/cond_out", BOOL, []),
+            helper.make_tensor_value_info(f"{prefix}/text_out", STRING, None),
+        ],
+    )
+    return b.op("Loop", [b.op("Squeeze", [length]), "", start], body=body)
+
+
+__all__ = ["join_and_strip", "lookup_tokens", "split_language_token", "split_on_literals", "strip_tables"]

@@ -18,8 +18,19 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
-from custom_ops.builder import EXTENSIONS_DOMAIN, FLOAT, INT32, MS_DOMAIN, OPSET, STRING, GraphBuilder
+from custom_ops.builder import (
+    EXTENSIONS_DOMAIN,
+    FLOAT,
+    INT32,
+    ML_DOMAIN,
+    ML_OPSET,
+    MS_DOMAIN,
+    OPSET,
+    STRING,
+    GraphBuilder,
+)
 
+from ._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
 from ._quantize import Int8Weights
 from ._search import (
     ID_INPUTS,
@@ -39,7 +50,7 @@ from ._tokenizer_graphs import MarianVocabulary, add_detokenizer, add_tokenizer
 TEXT_INPUT = "text"
 TEXT_OUTPUT = "translation"
 
-IR_VERSION = 8  # opset 17's IR version: loadable by ORT releases back to 1.13
+IR_VERSION = 9  # opset 20's IR version
 
 
 def _weight_values(spec: ModelSpec, builders: Sequence[GraphBuilder]) -> dict[str, np.ndarray]:
@@ -94,6 +105,7 @@ def metadata(spec: ModelSpec, interface: str, int8: bool = False) -> dict[str, s
         "graphgen.generation_defaults": json.dumps(defaults, sort_keys=True),
         "graphgen.custom_op_domains": json.dumps([MS_DOMAIN]),
         "graphgen.max_positions": str(spec.max_positions),
+        "graphgen.min_onnxruntime": MIN_ONNXRUNTIME,
         "graphgen.special_ids": json.dumps(
             {"pad": spec.pad_token_id, "eos": spec.eos_token_id, "decoder_start": spec.decoder_start_token_id}
         ),
@@ -153,7 +165,9 @@ def build_id_model(spec: ModelSpec, *, int8: bool = False) -> ModelProto:
     """ids in, ids out: the BeamSearch node over the encoder and decoder subgraphs."""
     core = _search_core(spec, int8)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs, initializer=core.initializers)
-    return make_model(graph, metadata(spec, "ids", int8))
+    model = make_model(graph, metadata(spec, "ids", int8))
+    apply_compatibility_passes(model)
+    return model
 
 
 def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary, *, int8: bool = False) -> ModelProto:
@@ -178,7 +192,10 @@ def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary, *, int8: boo
     )
     props = metadata(spec, "text", int8)
     props["graphgen.custom_op_domains"] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
-    return make_model(graph, props, domains=[(EXTENSIONS_DOMAIN, 1)])
+    props["graphgen.min_extensions"] = MIN_EXTENSIONS
+    model = make_model(graph, props, domains=[(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)])
+    apply_compatibility_passes(model)
+    return model
 
 
 def standalone_subgraph(spec: ModelSpec, part: tuple[GraphProto, GraphBuilder]) -> ModelProto:

@@ -73,7 +73,7 @@ class _Transformer:
             parts = [self.int8.linear(n) for n in names]
             weight = np.concatenate([w for w, _ in parts], axis=1)
             y = self.int8_matmul(x, fused, weight, np.concatenate([s for _, s in parts]), bias)
-        return b.op_multi("Split", [y], len(prefixes), axis=-1)
+        return b.op_multi("Split", [y], len(prefixes), axis=-1, num_outputs=len(prefixes))
 
     def int8_matmul(self, x: str, name: str, weight: np.ndarray, scale: np.ndarray, bias: str) -> str:
         b = self.b

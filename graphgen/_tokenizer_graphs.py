@@ -4,11 +4,14 @@ Encoding: language token split off → SentencePiece (``source.spm``, its normal
 SentencePiece ids remapped to model ids (pieces missing from the vocabulary → ``<unk>``) →
 ``[token?] + pieces[:max-1] + [</s>]`` right-padded with an attention mask.
 
-Decoding needs no SentencePiece op: every model id is mapped to its piece string (special
-tokens to ``""``, which is what ``skip_special_tokens=True`` does), pieces are joined per
-hypothesis, ``▁`` becomes a space and the result is stripped — what SentencePiece's
+Decoding needs no SentencePiece op: every model id is mapped to its piece string with ``▁``
+already turned into a space (special tokens to ``""``, which is what ``skip_special_tokens=True``
+does), pieces are joined per hypothesis and the result is stripped — what SentencePiece's
 ``decode_pieces`` followed by MarianTokenizer's clean-up produces for models without byte
 fallback or a denormaliser, which the loader checks.
+
+Besides the SentencePiece op, only standard ONNX ops are used (see ``custom_ops.text``), so the
+file runs with the extensions builds that mobile packages ship.
 """
 
 from __future__ import annotations
@@ -22,16 +25,15 @@ import numpy as np
 from custom_ops import (
     GraphBuilder,
     collapse_marked_runs,
-    is_nonempty,
-    join_pieces,
+    join_and_strip,
     lookup_tokens,
     merge_rows,
     padded_to_ragged,
     ragged_to_padded,
     remap,
-    sentencepiece_to_text,
     split_language_token,
     split_on_literals,
+    strip_tables,
 )
 from custom_ops.builder import EXTENSIONS_DOMAIN, i64
 
@@ -132,13 +134,12 @@ def source_sentencepiece(vocabulary: MarianVocabulary) -> SourceSentencepiece:
     return SourceSentencepiece(model, processor.unk_id(), first_added, table)
 
 
-def id_to_piece_table(vocabulary: MarianVocabulary) -> np.ndarray:
-    """Model id → the text it decodes to before ``▁`` handling; special tokens → ``""``."""
-    size = max(vocabulary.target_vocab.values()) + 1
-    table = np.array([""] * size, dtype=object)
+def id_to_text(vocabulary: MarianVocabulary) -> list[str]:
+    """Model id → the text it decodes to before stripping (``▁`` → space); special tokens → ``""``."""
+    texts = [""] * (max(vocabulary.target_vocab.values()) + 1)
     for piece, index in vocabulary.target_vocab.items():
-        table[index] = "" if piece in SPECIAL_TOKENS else piece
-    return table
+        texts[index] = "" if piece in SPECIAL_TOKENS else piece.replace("\u2581", " ")
+    return texts
 
 
 def add_tokenizer(
@@ -154,7 +155,7 @@ def add_tokenizer(
     source = source_sentencepiece(vocabulary)
     specials = tuple(token for token in SPECIAL_TOKENS if token in vocabulary.source_vocab)
     chunks, chunk_rows = split_on_literals(b, text, specials)
-    lead, rest = split_language_token(b, chunks, whole=specials)
+    lead, rest, has_lead = split_language_token(b, chunks, whole=specials)
     lead_ids = {
         token: index
         for token, index in vocabulary.source_vocab.items()
@@ -184,9 +185,7 @@ def add_tokenizer(
     )
     model_ids = remap(b, spm_ids, source.to_model_ids, "spm_to_model_ids")
     model_ids, splits = collapse_marked_runs(b, model_ids, splits, unknown_run, vocabulary.unk_id)
-    chunk_ids, chunk_mask = ragged_to_padded(
-        b, model_ids, splits, pad_id=pad_id, prefix=lead_id, has_prefix=is_nonempty(b, lead)
-    )
+    chunk_ids, chunk_mask = ragged_to_padded(b, model_ids, splits, pad_id=pad_id, prefix=lead_id, has_prefix=has_lead)
     tokens, token_splits = padded_to_ragged(b, chunk_ids, chunk_mask)
     return ragged_to_padded(
         b,
@@ -200,9 +199,7 @@ def add_tokenizer(
 
 def add_detokenizer(b: GraphBuilder, sequences: str, vocabulary: MarianVocabulary) -> str:
     """Append the decoding nodes: int32 ``[batch, beams, length]`` ids → string ``[batch, beams]``."""
-    table = b.derived("id_to_piece", id_to_piece_table(vocabulary))
-    pieces = b.op("Gather", [table, sequences])
-    return sentencepiece_to_text(b, join_pieces(b, pieces, axis=2, rank=3))
+    return join_and_strip(b, sequences, strip_tables(id_to_text(vocabulary)), "id_to_text")
 
 
 __all__ = ["MarianVocabulary", "add_detokenizer", "add_tokenizer", "i64", "load_vocabulary"]

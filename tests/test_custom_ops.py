@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -12,16 +14,15 @@ from onnx import helper, numpy_helper
 from custom_ops import (
     GraphBuilder,
     collapse_marked_runs,
-    is_nonempty,
-    join_pieces,
+    join_and_strip,
     lookup_tokens,
     merge_rows,
     padded_to_ragged,
     ragged_to_padded,
     remap,
-    sentencepiece_to_text,
     split_language_token,
     split_on_literals,
+    strip_tables,
 )
 from custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, STRING
 from graphgen._assemble import make_model
@@ -49,21 +50,23 @@ def strings(*values: str) -> tuple[int, np.ndarray]:
 def test_split_language_token() -> None:
     texts = [">>cmn_Hans<< Hi", "Hi", ">>a<<", ">>x", "<<x>>", " >>a<< b", ">>a<<<<b<<", ">>\n<<x", ""]
     b = GraphBuilder("t")
-    code, rest = split_language_token(b, "text")
-    got_code, got_rest = run(b, {"text": strings(*texts)}, [code, rest])
-    for text, c, r in zip(texts, got_code, got_rest, strict=True):
+    code, rest, found = split_language_token(b, "text")
+    got_code, got_rest, got_found = run(b, {"text": strings(*texts)}, [code, rest, found])
+    for text, c, r, f in zip(texts, got_code, got_rest, got_found, strict=True):
         end = text.find("<<")
-        expected = (text[: end + 2], text[end + 2 :]) if text.startswith(">>") and end != -1 else ("", text)
-        assert (c, r) == expected, text
+        has = text.startswith(">>") and end != -1
+        expected = (text[: end + 2], text[end + 2 :], True) if has else ("", text, False)
+        assert (c, r, f) == expected, text
 
 
 def test_split_language_token_with_whole_tokens() -> None:
     texts = ["</s>", ">>a<< x", "</s> ", "<pad>", "x</s>", ""]
     b = GraphBuilder("t")
-    code, rest = split_language_token(b, "text", whole=("</s>", "<pad>"))
-    got_code, got_rest = run(b, {"text": strings(*texts)}, [code, rest])
+    code, rest, found = split_language_token(b, "text", whole=("</s>", "<pad>"))
+    got_code, got_rest, got_found = run(b, {"text": strings(*texts)}, [code, rest, found])
     assert got_code.tolist() == ["</s>", ">>a<<", "", "<pad>", "", ""]
     assert got_rest.tolist() == ["", " x", "</s> ", "", "x</s>", ""]
+    assert got_found.tolist() == [True, True, False, True, False, False]
 
 
 def test_split_on_literals() -> None:
@@ -72,6 +75,27 @@ def test_split_on_literals() -> None:
     got, got_splits = run(b, {"text": strings("a </s> b", "", "</s></s>", "x<unk>", "none")}, [pieces, splits])
     assert got.tolist() == ["a ", "</s>", " b", "</s>", "</s>", "x", "<unk>", "none"]
     assert got_splits.tolist() == [0, 3, 3, 5, 7, 8]
+
+
+@settings(max_examples=80, deadline=None)
+@given(texts=st.lists(st.text(alphabet="ab <>/suk", max_size=14), max_size=5))
+def test_split_on_literals_matches_a_python_split(texts: list[str]) -> None:
+    """Against re.split with the literals as alternatives (leftmost match), empty pieces dropped."""
+    literals = ("</s>", "<unk>", "<pad>")
+    b = GraphBuilder("t")
+    pieces, splits = split_on_literals(b, "text", literals)
+    got, got_splits = run(b, {"text": strings(*texts)}, [pieces, splits])
+    pattern = "(" + "|".join(re.escape(x) for x in literals) + ")"
+    expected = [[p for p in re.split(pattern, text) if p] for text in texts]
+    assert got.tolist() == [p for row in expected for p in row]
+    assert got_splits.tolist() == np.cumsum([0] + [len(row) for row in expected]).tolist()
+
+
+def test_split_on_literals_refuses_overlapping_literals() -> None:
+    with pytest.raises(ValueError, match="overlap"):
+        split_on_literals(GraphBuilder("t"), "text", ("<a>", ">b"))
+    with pytest.raises(ValueError, match="overlap"):
+        split_on_literals(GraphBuilder("t"), "text", ("ab", "xaby"))
 
 
 def test_padded_to_ragged_and_merge_rows() -> None:
@@ -88,13 +112,11 @@ def test_padded_to_ragged_and_merge_rows() -> None:
     assert got_merged.tolist() == [0, 3, 6]  # rows 0-1 and rows 2-3 joined
 
 
-def test_lookup_tokens_and_is_nonempty() -> None:
+def test_lookup_tokens() -> None:
     b = GraphBuilder("t")
     ids = lookup_tokens(b, "text", {">>a<<": 5, ">>b<<": 7}, unknown_id=1)
-    present = is_nonempty(b, "text")
-    got_ids, got_present = run(b, {"text": strings(">>b<<", ">>a<<", ">>c<<", "")}, [ids, present])
+    (got_ids,) = run(b, {"text": strings(">>b<<", ">>a<<", ">>c<<", "")}, [ids])
     assert got_ids.tolist() == [7, 5, 1, 1]
-    assert got_present.tolist() == [True, True, True, False]
 
 
 def test_remap() -> None:
@@ -170,19 +192,23 @@ def test_collapse_marked_runs(rows: list[list[int]]) -> None:
     assert got_splits.tolist() == expected_splits.tolist()
 
 
-@pytest.mark.parametrize(
-    ("pieces", "expected"),
-    [
-        ([["▁I", "▁have", "▁3", "猫", ""]], ["I have 3猫"]),
-        ([["", "", ""]], [""]),
-        ([["▁\u3000▁x\u00a0", "▁", "y▁"]], ["x\u00a0 y"]),
-    ],
+PIECES = ["", " I", " have", " 3", "猫", " \u3000 x\u00a0", " ", "y ", "\x1c", "a\u2028b", "\u00e9"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=st.lists(st.lists(st.lists(st.integers(0, len(PIECES) - 1), max_size=7), min_size=2, max_size=2), max_size=3)
 )
-def test_join_and_clean(pieces: list[list[str]], expected: list[str]) -> None:
+def test_join_and_strip(rows: list[list[list[int]]]) -> None:
+    """Each [B, R, L] row of ids → "".join(pieces).strip(), with Python's notion of whitespace."""
+    width = max((len(hyp) for row in rows for hyp in row), default=0)
+    ids = np.array([[hyp + [0] * (width - len(hyp)) for hyp in row] for row in rows], dtype=np.int32)
+    ids = ids.reshape(len(rows), 2, width)
     b = GraphBuilder("t")
-    text = sentencepiece_to_text(b, join_pieces(b, "pieces", axis=1, rank=2))
-    (got,) = run(b, {"pieces": (STRING, np.array(pieces, dtype=object))}, [text])
-    assert got.tolist() == expected == ["".join(row).replace("\u2581", " ").strip() for row in pieces]
+    text = join_and_strip(b, "ids", strip_tables(PIECES), "table")
+    (got,) = run(b, {"ids": (INT32, ids)}, [text])
+    assert got.shape == (len(rows), 2)
+    assert got.tolist() == [["".join(PIECES[i] for i in hyp).strip() for hyp in row] for row in ids.tolist()]
 
 
 def test_builder_output_renames_at_the_source() -> None:

@@ -7,7 +7,7 @@ import sys
 
 from conftest import REPO
 
-PATHS = ["graphgen", "custom_ops", "tests", "models", "benchmarks"]
+PATHS = ["graphgen", "custom_ops", "tests", "models", "benchmarks", "examples"]
 
 
 def test_ruff_lint() -> None:

@@ -1,0 +1,57 @@
+"""Write what the examples in other languages run and compare against (``make examples`` calls this).
+
+Into ``build/examples/``: the demo model exported text-level and id-level, the demo test set's
+sources, and the answers of graphgen's Python path for them:
+
+* ``expected.txt``: ``graphgen.Translator`` output, one line per source (the Java, Rust and C
+  examples must print the same strings);
+* ``ids.json``: batches of ``input_ids``/``attention_mask`` from HF's MarianTokenizer, with the
+  ``sequences`` that Python ONNX Runtime returns for them from the id-level file (the Node
+  examples must return the same ids).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "models" / "demo-en-zh"
+
+
+def main(out: Path) -> None:
+    from transformers import MarianTokenizer
+
+    import graphgen
+
+    out.mkdir(parents=True, exist_ok=True)
+    text_model, id_model = out / "demo-en-zh.onnx", out / "demo-en-zh-ids.onnx"
+    graphgen.export(str(DEMO), str(text_model), progress=lambda _: None)
+    graphgen.export(str(DEMO), str(id_model), tokenizer=False, progress=lambda _: None)
+    sources = [line.split("\t")[0] for line in (DEMO / "test.tsv").read_text(encoding="utf-8").splitlines()]
+    (out / "sources.txt").write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
+    translator = graphgen.Translator(text_model)
+    expected = [t for start in range(0, len(sources), 16) for t in translator.translate(sources[start : start + 16])]
+    (out / "expected.txt").write_text("".join(f"{t}\n" for t in expected), encoding="utf-8")
+
+    tokenizer = MarianTokenizer.from_pretrained(DEMO)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # no notice per optional input
+    session = ort.InferenceSession(str(id_model), options, providers=["CPUExecutionProvider"])
+    batches = []
+    for size in (1, 16):
+        for start in range(0, len(sources) if size > 1 else 40, size):
+            encoded = tokenizer(sources[start : start + size], padding=True, return_tensors="np")
+            feeds = {name: encoded[name].astype(np.int32) for name in ("input_ids", "attention_mask")}
+            (sequences,) = session.run(["sequences"], feeds)
+            batches.append({**{k: v.tolist() for k, v in feeds.items()}, "sequences": sequences.tolist()})
+    (out / "ids.json").write_text(json.dumps({"batches": batches}), encoding="utf-8")
+    print(f"examples fixtures: {len(sources)} sentences, {len(batches)} id batches in {out}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "build" / "examples")
