@@ -111,12 +111,12 @@ class _Transformer:
         return self.b.transpose(self.b.reshape(x, [0, -1, heads, head_dim]), [0, 2, 1, 3])
 
     def attention(self, q: str, k: str, v: str, heads: int, mask: str) -> str:
-        """Attention over unmasked keys, as one com.microsoft ``MultiHeadAttention`` kernel.
+        """Self-attention over unmasked keys, as one com.microsoft ``MultiHeadAttention`` kernel.
 
         One kernel instead of the ~10 reshapes, transposes, matmuls and the softmax it replaces,
-        each of which ORT dispatches on every decoding step. ``q``/``k``/``v`` are ``[B, T, D]``, or
-        ``k``/``v`` the ``[B, H, S, D/H]`` cross-attention caches; ``mask`` is the int32 ``[B, S]``
-        padding mask, whose zeros get the float32 minimum, as HF's masks do.
+        each of which ORT dispatches on every decoding step. ``q``/``k``/``v`` are ``[B, T, D]``;
+        ``mask`` is the int32 ``[B, S]`` padding mask, whose zeros get the float32 minimum, as HF's
+        masks do.
         """
         return self.b.op(
             "MultiHeadAttention",
@@ -126,6 +126,28 @@ class _Transformer:
             scale=self.scale(heads),
             mask_filter_value=float(MASKED),
         )
+
+    def cross_attention(self, q: str, k: str, v: str, heads: int, bias: str) -> str:
+        """Attention of ``q`` ``[B, 1, D]`` over the ``[B, H, S, D/H]`` cross caches.
+
+        The padding goes in as an additive ``padding_bias`` rather than as the key padding mask:
+        ONNX Runtime 1.17-1.20 misapply that mask when key and value come as such caches (padded
+        rows decoded differently; measured), and the bias gives the same softmax on every release
+        (a masked score becomes the float32 minimum either way, whose exponent is exactly 0).
+        """
+        return self.b.op(
+            "MultiHeadAttention", [q, k, v, "", "", bias], domain=MS_DOMAIN, num_heads=heads, scale=self.scale(heads)
+        )
+
+    def padding_bias(self, mask: str, heads: int) -> str:
+        """int32 ``[B, S]`` mask → float ``[B, H, 1, S]``: 0 where kept, the float32 minimum where padded."""
+        b = self.b
+        padded = b.op("Equal", [mask, b.const(np.int32(0))])
+        bias = b.op("Where", [padded, b.const(MASKED, "masked"), b.const(np.float32(0.0))])
+        rows = b.op("Unsqueeze", [bias, b.const(i64(1, 2))])  # [B, 1, 1, S]
+        shape = b.op("Shape", [rows])
+        expanded = b.op("ScatterElements", [shape, b.const(i64(1)), b.const(i64(heads))])
+        return b.op("Expand", [rows, expanded])
 
     def cached_self_attention(
         self, q: str, k: str, v: str, heads: int, past: tuple[str, str] | None
@@ -196,6 +218,7 @@ class _Transformer:
         position = b.op("Gather", [self.w("positions"), past_length])
         x = self.embed(input_ids, "decoder.embed_tokens", position)
         presents = []
+        cross_bias = self.padding_bias(mask, heads)
         for index in range(spec.decoder_layers):
             prefix = f"decoder.layers.{index}"
             q, k, v = self.fused_linear(x, [f"{prefix}.self_attn.{p}" for p in "qkv"])
@@ -205,7 +228,8 @@ class _Transformer:
             attended = self.linear(attended, f"{prefix}.self_attn.out")
             x = self.layer_norm(b.add(x, attended), f"{prefix}.self_attn_layer_norm")
             q = self.linear(x, f"{prefix}.encoder_attn.q")
-            attended = self.linear(self.attention(q, *cross[index], heads, mask), f"{prefix}.encoder_attn.out")
+            attended = self.cross_attention(q, *cross[index], heads, cross_bias)
+            attended = self.linear(attended, f"{prefix}.encoder_attn.out")
             x = self.layer_norm(b.add(x, attended), f"{prefix}.encoder_attn_layer_norm")
             hidden = self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
             x = self.layer_norm(b.add(x, hidden), f"{prefix}.final_layer_norm")

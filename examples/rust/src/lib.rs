@@ -1,0 +1,112 @@
+//! Translate with a graphgen text-level ONNX file: strings in, strings out, one `session.run`.
+//!
+//! ONNX Runtime is loaded from a shared library at run time (`ort`'s `load-dynamic`), and the
+//! onnxruntime-extensions library (the file's SentencePiece op) is registered as an operator
+//! library. Both paths are the caller's: the libraries that ship with ONNX Runtime and
+//! onnxruntime-extensions releases (for example inside their Maven Central jars) work.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use ort::environment::Environment;
+use ort::session::Session;
+use ort::value::Tensor;
+
+/// What can go wrong, each with a message that names the file or the step.
+#[derive(Debug)]
+pub enum Error {
+    /// A file that must exist does not.
+    NotFound { what: &'static str, path: PathBuf },
+    /// ONNX Runtime refused (loading the library, the model, or a run).
+    Runtime(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotFound { what, path } => write!(f, "{what} not found: {}", path.display()),
+            Error::Runtime(message) => write!(f, "ONNX Runtime: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl<T> From<ort::Error<T>> for Error {
+    fn from(error: ort::Error<T>) -> Self {
+        Error::Runtime(error.to_string())
+    }
+}
+
+fn existing(path: &Path, what: &'static str) -> Result<(), Error> {
+    if path.is_file() {
+        Ok(())
+    } else {
+        Err(Error::NotFound {
+            what,
+            path: path.to_owned(),
+        })
+    }
+}
+
+/// ONNX Runtime is loaded once per process; later loads reuse it (whatever library they name).
+static RUNTIME: OnceLock<Result<Environment, String>> = OnceLock::new();
+
+static SESSION_CREATION: Mutex<()> = Mutex::new(());
+
+fn runtime(library: &Path) -> Result<&'static Environment, Error> {
+    let loaded = RUNTIME.get_or_init(|| {
+        let builder = ort::init_from(library).map_err(|e| e.to_string())?;
+        builder
+            .with_name("graphgen")
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    loaded
+        .as_ref()
+        .map_err(|message| Error::Runtime(message.clone()))
+}
+
+/// A loaded text-level file.
+pub struct Translator {
+    session: Session,
+}
+
+impl Translator {
+    /// Load `model`, with ONNX Runtime from `runtime_library` (`libonnxruntime.so`) and the
+    /// extensions from `extensions_library`. The runtime is loaded once per process.
+    pub fn new(
+        model: &Path,
+        runtime_library: &Path,
+        extensions_library: &Path,
+    ) -> Result<Self, Error> {
+        existing(model, "model file")?;
+        existing(runtime_library, "ONNX Runtime library")?;
+        existing(extensions_library, "onnxruntime-extensions library")?;
+        let environment = runtime(runtime_library)?;
+        // ONNX Runtime's registry of op domains is not safe against two sessions registering the
+        // extensions library at the same moment ("the domain is already exist"): one at a time.
+        let _one_at_a_time = SESSION_CREATION
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let session = Session::builder(environment)?
+            .with_log_level(ort::logging::LogLevel::Error)?
+            .with_operator_library(extensions_library)?
+            .commit_from_file(model)?;
+        Ok(Translator { session })
+    }
+
+    /// One translation per input, in order (the best hypothesis); no input gives no output.
+    pub fn translate(&mut self, texts: &[&str]) -> Result<Vec<String>, Error> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let owned: Vec<String> = texts.iter().map(|text| (*text).to_owned()).collect();
+        let input = Tensor::from_string_array(([owned.len()], owned.as_slice()))?;
+        let outputs = self.session.run(ort::inputs!["text" => input])?;
+        let (shape, strings) = outputs["translation"].try_extract_strings()?;
+        let returned = shape[1] as usize; // [batch, num_return_sequences]
+        Ok(strings.into_iter().step_by(returned.max(1)).collect())
+    }
+}

@@ -1,0 +1,72 @@
+"""Run exported files in another ONNX Runtime / extensions release (a matrix venv) and print JSON.
+
+Standalone on purpose: it imports only onnxruntime and numpy, so the matrix venvs need nothing
+else, and it finds the extensions library the way a non-Python host would: as a file.
+
+    python compat_runner.py REQUEST.json  →  {"versions": ..., "results": {name: ...}}
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+
+def extensions_library() -> str:
+    spec = importlib.util.find_spec("onnxruntime_extensions")
+    assert spec is not None and spec.submodule_search_locations
+    for folder in spec.submodule_search_locations:
+        for path in sorted(Path(folder).glob("_extensions_pydll*")):
+            if path.suffix in (".so", ".pyd", ".dylib"):
+                return str(path)
+    raise FileNotFoundError("no onnxruntime-extensions library")
+
+
+def session(path: str, text: bool) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if text:
+        options.register_custom_ops_library(extensions_library())
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def main(request_path: str) -> None:
+    request = json.loads(Path(request_path).read_text(encoding="utf-8"))
+    results: dict[str, object] = {}
+    for job in request["jobs"]:
+        try:
+            if job["kind"] == "text":
+                s = session(job["model"], text=True)
+                out = []
+                for batch in job["batches"]:
+                    (got,) = s.run(["translation"], {"text": np.array(batch, dtype=object)})
+                    out += [row[0] for row in got.tolist()]
+                results[job["name"]] = out
+            else:
+                s = session(job["model"], text=False)
+                out = []
+                for batch in job["batches"]:
+                    feeds = {k: np.array(batch[k], dtype=np.int32) for k in ("input_ids", "attention_mask")}
+                    (got,) = s.run(["sequences"], feeds)
+                    out.append(got.tolist())
+                results[job["name"]] = out
+        except Exception as error:  # reported, and the test names the cell
+            results[job["name"]] = {"error": f"{type(error).__name__}: {error}"[:2000]}
+    versions = {"onnxruntime": ort.__version__}
+    versions["extensions"] = extensions_library() and _extensions_version()
+    print(json.dumps({"versions": versions, "results": results}, ensure_ascii=False))
+
+
+def _extensions_version() -> str:
+    from importlib.metadata import version
+
+    return version("onnxruntime-extensions")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,160 @@
+"""The exported files on the ONNX Runtime and onnxruntime-extensions releases other bindings ship.
+
+Java's and Android's extensions packages are 0.13.0, C#'s is 0.14.0; mobile apps and services pin
+older runtimes. Each cell of the matrix is a virtual environment with just those two packages
+(and numpy), made once under ``.venv-matrix/`` and reused; the demo test set goes through the
+text-level and id-level files, float32 and int8, and must give what HF and the newest runtime give.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import venv
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import REPO, demo_test_pairs
+from transformers import MarianMTModel, MarianTokenizer
+
+from graphgen import Translator, export
+from graphgen._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
+
+MATRIX_DIR = REPO / ".venv-matrix"
+ORT_RELEASES = ("1.17.3", "1.20.1", "1.24.4", "1.32.0")  # the floor, the issue's floor, a middle one, the newest
+EXTENSIONS_RELEASES = ("0.13.0", "0.14.0", "0.15.2")  # Java/Android, C#, PyPI's newest
+CELLS = [(runtime, extensions) for runtime in ORT_RELEASES for extensions in EXTENSIONS_RELEASES]
+SOURCES = [source for source, _ in demo_test_pairs()]
+BATCH = 16
+
+
+def _cell_python(runtime: str, extensions: str) -> Path:
+    """The cell's interpreter; the venv is built on first use and kept (a marker file says it is whole)."""
+    folder = MATRIX_DIR / f"ort-{runtime}-ext-{extensions}"
+    python = folder / "bin" / "python"
+    marker = folder / ".complete"
+    if not marker.is_file():
+        venv.create(folder, with_pip=True, clear=True)
+        numpy = "numpy<2" if tuple(map(int, runtime.split(".")[:2])) < (1, 19) else "numpy<2.4"
+        subprocess.run(
+            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             f"onnxruntime=={runtime}", f"onnxruntime-extensions=={extensions}", numpy],
+            check=True,
+        )  # fmt: skip
+        marker.touch()
+    return python
+
+
+@pytest.fixture(scope="module")
+def files(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("matrix")
+    paths = {}
+    for name, options in {
+        "text": {},
+        "text-int8": {"int8": True},
+        "ids": {"tokenizer": False},
+        "ids-int8": {"tokenizer": False, "int8": True},
+    }.items():
+        paths[name] = folder / f"{name}.onnx"
+        export(str(demo_dir), str(paths[name]), progress=lambda _: None, **options)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def id_batches(demo_dir: Path) -> list[dict[str, list[list[int]]]]:
+    tokenizer = MarianTokenizer.from_pretrained(demo_dir)
+    batches = []
+    for start in range(0, len(SOURCES), BATCH):
+        encoded = tokenizer(SOURCES[start : start + BATCH], padding=True, return_tensors="np")
+        batches.append({k: encoded[k].astype(np.int32).tolist() for k in ("input_ids", "attention_mask")})
+    return batches
+
+
+@pytest.fixture(scope="module")
+def expected(demo_dir: Path, files: dict[str, Path], id_batches: list) -> dict[str, object]:
+    """HF generate for float32 text; the newest runtime (this venv) for int8 and for the ids."""
+    import torch
+
+    model = MarianMTModel.from_pretrained(demo_dir).eval()
+    tokenizer = MarianTokenizer.from_pretrained(demo_dir)
+    hf = []
+    for start in range(0, len(SOURCES), BATCH):
+        inputs = tokenizer(SOURCES[start : start + BATCH], return_tensors="pt", padding=True)
+        with torch.no_grad():
+            hf += tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)
+    int8 = Translator(files["text-int8"])
+    ids = {}
+    for name in ("ids", "ids-int8"):
+        session = ort.InferenceSession(str(files[name]), providers=["CPUExecutionProvider"])
+        ids[name] = [
+            session.run(["sequences"], {k: np.array(v, dtype=np.int32) for k, v in batch.items()})[0].tolist()
+            for batch in id_batches
+        ]
+    return {
+        "text": hf,
+        "text-int8": [t for s in range(0, len(SOURCES), BATCH) for t in int8.translate(SOURCES[s : s + BATCH])],
+        **ids,
+    }
+
+
+@pytest.fixture(scope="module")
+def matrix(files: dict[str, Path], id_batches: list, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Every cell's results (cells run two at a time)."""
+    text_batches = [SOURCES[s : s + BATCH] for s in range(0, len(SOURCES), BATCH)]
+    request = tmp_path_factory.mktemp("request") / "request.json"
+    jobs = [
+        {"name": name, "kind": "text", "model": str(files[name]), "batches": text_batches}
+        for name in ("text", "text-int8")
+    ]
+    jobs += [
+        {"name": name, "kind": "ids", "model": str(files[name]), "batches": id_batches} for name in ("ids", "ids-int8")
+    ]
+    request.write_text(json.dumps({"jobs": jobs}), encoding="utf-8")
+
+    def run(cell: tuple[str, str]) -> dict:
+        python = _cell_python(*cell)
+        done = subprocess.run(
+            [python, REPO / "tests" / "compat_runner.py", request], capture_output=True, text=True, timeout=900
+        )
+        assert done.returncode == 0, f"{cell}: {done.stderr[-3000:]}"
+        return json.loads(done.stdout)
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(CELLS, pool.map(run, CELLS), strict=True))
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=[f"ort{r}-ext{e}" for r, e in CELLS])
+@pytest.mark.parametrize("name", ["text", "text-int8", "ids", "ids-int8"])
+def test_cell_gives_the_same_output(matrix: dict, expected: dict, cell: tuple[str, str], name: str) -> None:
+    report = matrix[cell]
+    assert report["versions"] == {"onnxruntime": cell[0], "extensions": cell[1]}
+    got = report["results"][name]
+    assert not isinstance(got, dict), f"{name} on {cell}: {got}"
+    if name.startswith("text"):
+        differ = [(s, e, a) for s, e, a in zip(SOURCES, expected[name], got, strict=True) if e != a]
+        assert not differ, f"{len(differ)}/{len(SOURCES)} differ on {cell}: {differ[:3]}"
+    else:
+        assert got == expected[name]
+
+
+def test_floor_is_recorded_in_the_file(files: dict[str, Path]) -> None:
+    for name, path in files.items():
+        props = {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
+        assert props["graphgen.min_onnxruntime"] == MIN_ONNXRUNTIME == ORT_RELEASES[0].rsplit(".", 1)[0]
+        if name.startswith("text"):
+            assert props["graphgen.min_extensions"] == MIN_EXTENSIONS == EXTENSIONS_RELEASES[0].rsplit(".", 1)[0]
+        else:
+            assert "graphgen.min_extensions" not in props
+
+
+def test_runner_is_standalone() -> None:
+    """The runner imports nothing of graphgen's (a matrix venv has only ORT, extensions, numpy)."""
+    source = (REPO / "tests" / "compat_runner.py").read_text(encoding="utf-8")
+    imports = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
+    assert imports <= {"__future__", "importlib", "json", "sys", "pathlib", "numpy", "onnxruntime"}, imports
+    assert sys.executable  # the main venv runs the expectations
