@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._assemble import build_id_model, build_text_model, set_precision
+from ._errors import GraphgenError
 from ._fp16 import Float16Error, to_float16
 from ._load import check_tokenizer_files, load_checkpoint
+from ._mobile import ORT_PLATFORMS, write_ort
 from ._save import check_output_path, save_model
 from ._tokenizer_graphs import load_vocabulary
 
@@ -36,6 +38,7 @@ def export(
     int8: bool = False,
     fp16: bool = False,
     early_stopping: bool | None = None,
+    ort: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
     """Export ``model`` (checkpoint directory or hub id) to one ONNX file at ``output``.
@@ -49,10 +52,15 @@ def export(
     ``num_beams`` hypotheses have ended (HF ``generate(early_stopping=True)``, which the graph then
     equals), and lets beam search run batched instead of one input at a time: faster for batches,
     but for some inputs a different result than the checkpoint's default ``False``.
+    ``ort`` (``"arm"`` or ``"amd64"``) also writes the ``.ort`` file for mobile apps and its
+    ``required_operators.config`` for a reduced-operator ONNX Runtime build, optimized for that
+    processor.
     """
     report = progress or log.info
     if int8 and fp16:
         raise Float16Error("--fp16 and --int8 cannot be combined")
+    if ort is not None and ort not in ORT_PLATFORMS:
+        raise GraphgenError(f"unknown .ort platform {ort!r}; choose one of {', '.join(ORT_PLATFORMS)}")
     started = time.perf_counter()
     path = check_output_path(Path(output))
     report(f"loading {model}")
@@ -78,6 +86,9 @@ def export(
         set_precision(onnx_model, "float16")
     report(f"saving {path}")
     files = save_model(onnx_model, path)
+    if ort is not None:
+        report(f"converting to .ort for {ort}")
+        files += write_ort(path, ort)
     seconds = time.perf_counter() - started
     report(f"wrote {', '.join(str(f) for f in files)} in {seconds:.1f}s")
     return ExportResult(files=files, seconds=seconds, interface="ids" if vocabulary is None else "text")

@@ -23,6 +23,7 @@ def _export(args: argparse.Namespace) -> int:
         int8=args.int8,
         fp16=args.fp16,
         early_stopping=True if args.early_stopping else None,
+        ort=args.ort,
         progress=progress,
     )
     return 0
@@ -113,6 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="finish an input once num_beams hypotheses have ended, as HF generate(early_stopping=True): "
         "beam search then runs batched instead of one input at a time (faster for batches), but some "
         "outputs differ from the checkpoint's default (early_stopping=False)",
+    )
+    export.add_argument(
+        "--ort",
+        nargs="?",
+        const="arm",
+        choices=["arm", "amd64"],
+        metavar="PLATFORM",
+        help="also write the .ort file that mobile apps load and its required_operators.config for a "
+        "reduced-operator ONNX Runtime build, optimized for PLATFORM: arm (phones; the default) or amd64",
     )
     export.add_argument("-q", "--quiet", action="store_true", help="print no progress messages")
     export.set_defaults(run=_export)

@@ -1,0 +1,91 @@
+"""Mobile: only ops the stock Android/iOS packages have, the ``.ort`` file, and valid UTF-8 out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import demo_test_pairs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import helper, numpy_helper
+
+from custom_ops import GraphBuilder
+from custom_ops.builder import INT32, STRING
+from graphgen import GraphgenError, Translator, export
+from graphgen._assemble import make_model
+from graphgen._mobile import ops_outside_mobile_packages, ops_used
+from graphgen._tokenizer_graphs import add_detokenizer, id_to_text, load_vocabulary
+
+SOURCES = [source for source, _ in demo_test_pairs()]
+
+
+@pytest.fixture(scope="module")
+def exported(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("mobile")
+    export(str(demo_dir), str(folder / "fp32.onnx"), ort="arm", progress=lambda _: None)
+    export(str(demo_dir), str(folder / "int8.onnx"), int8=True, ort="amd64", progress=lambda _: None)
+    return {"fp32": folder / "fp32.onnx", "int8": folder / "int8.onnx"}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_text_file_uses_only_ops_of_the_mobile_packages(exported: dict[str, Path], precision: str) -> None:
+    model = onnx.load(exported[precision])
+    assert ops_outside_mobile_packages(model) == set()
+    extension_ops = {op for domain, op in ops_used(model.graph) if domain == "ai.onnx.contrib"}
+    assert extension_ops == {"SentencepieceTokenizer"}
+
+
+def test_op_check_catches_a_string_op_of_the_extensions() -> None:
+    graph = helper.make_graph(
+        [helper.make_node("StringJoin", ["a", "b", "c"], ["d"], domain="ai.onnx.contrib")], "g", [], []
+    )
+    assert ops_outside_mobile_packages(helper.make_model(graph)) == {("ai.onnx.contrib", "StringJoin")}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_ort_file_translates_like_the_onnx_file(exported: dict[str, Path], precision: str) -> None:
+    onnx_path = exported[precision]
+    ort_path = onnx_path.with_suffix(".ort")
+    config = onnx_path.with_name(f"{onnx_path.stem}.required_operators.config").read_text()
+    assert "ai.onnx.contrib;1;SentencepieceTokenizer" in config
+    assert "com.microsoft;1;" in config and "BeamSearch" in config
+    from_onnx, from_ort = Translator(onnx_path), Translator(ort_path)
+    for start in range(0, len(SOURCES), 16):
+        chunk = SOURCES[start : start + 16]
+        assert from_ort.translate(chunk) == from_onnx.translate(chunk)
+    assert from_ort.translate(SOURCES[:5], num_beams=1) == from_onnx.translate(SOURCES[:5], num_beams=1)
+
+
+def test_unknown_ort_platform_is_refused_before_any_work(demo_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(GraphgenError, match="platform"):
+        export(str(demo_dir), str(tmp_path / "m.onnx"), ort="mips", progress=lambda _: None)
+    assert list(tmp_path.iterdir()) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.lists(st.lists(st.integers(0, 458), max_size=30), min_size=1, max_size=8))
+def test_detokenizer_output_is_valid_utf8_for_any_ids(demo_dir: Path, rows: list[list[int]]) -> None:
+    """Any id sequence (specials, fragments, in any order) decodes to strict UTF-8 text equal to
+    joining the pieces in Python; the iOS string API crashes on anything else (ORT issue 21026)."""
+    vocabulary = load_vocabulary(demo_dir)
+    texts = id_to_text(vocabulary)
+    width = max(len(row) for row in rows)
+    ids = np.array([[row + [0] * (width - len(row))] for row in rows], dtype=np.int32)  # [B, 1, L]
+    b = GraphBuilder("detokenizer")
+    b.op("Identity", [add_detokenizer(b, "sequences", vocabulary)], outputs=["text"])
+    tables = [numpy_helper.from_array(a, n) for n, a in b.derived_weights.items()]
+    graph = helper.make_graph(
+        b.nodes,
+        "d",
+        [helper.make_tensor_value_info("sequences", INT32, None)],
+        [helper.make_tensor_value_info("text", STRING, None)],
+        initializer=[*b.constants, *tables],
+    )
+    session = ort.InferenceSession(make_model(graph, {}).SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {"sequences": ids})
+    for row, text in zip(ids[:, 0].tolist(), got[:, 0].tolist(), strict=True):
+        assert text.encode("utf-8", errors="strict").decode("utf-8") == "".join(texts[i] for i in row).strip()
