@@ -38,13 +38,12 @@ test: $(VENV)/.installed
 # gives (fixtures from examples/fixtures.py): Java (Maven, JUnit), Node (node --test: onnxruntime-node
 # and onnxruntime-web), Rust (cargo test: the ort crate, ONNX Runtime loaded at run time).
 EXAMPLES := build/examples
-ORTX_JAR := $(HOME)/.m2/repository/com/microsoft/onnxruntime/onnxruntime-extensions/0.13.0/onnxruntime-extensions-0.13.0.jar
-ORTX_LIB := $(CURDIR)/$(EXAMPLES)/ortx-jar/ai/onnxruntime/extensions/native/linux-x64/libonnxruntime_extensions4j_jni.so
+# The extensions library that the Java build unpacks from the Maven jar (the Rust example uses it too).
+ORTX_LIB := $(CURDIR)/examples/java/target/ortx/ai/onnxruntime/extensions/native/linux-x64/libonnxruntime_extensions4j_jni.so
 
 examples: $(VENV)/.installed
 	$(PY) examples/fixtures.py $(EXAMPLES)
 	cd examples/java && mvn -B --no-transfer-progress test
-	$(PY) -m zipfile -e $(ORTX_JAR) $(EXAMPLES)/ortx-jar
 	cd examples/node && npm ci --ignore-scripts --no-audit --no-fund && npm test
 	cd examples/rust && ORT_LIBRARY="$$($(CURDIR)/$(PY) -c 'import onnxruntime, pathlib; print(next((pathlib.Path(onnxruntime.__file__).parent / "capi").glob("libonnxruntime.so.*")))')" \
 	  ORTX_LIBRARY=$(ORTX_LIB) GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES) cargo test --test demo
