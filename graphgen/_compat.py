@@ -72,11 +72,11 @@ def _search_nodes(graph: GraphProto) -> Iterator[NodeProto]:
             yield from _search_nodes(sub)
 
 
-def _read_unused(graph: GraphProto, names: list[str], types: dict[str, int]) -> None:
+def _read_unused(graph: GraphProto, names: list[str]) -> None:
     """Make ``graph`` read ``names`` in a never-taken branch that its first input passes through.
 
-    The branch gathers one element of each value at an index computed from the input, so that no
-    constant folding can resolve it and drop the reads.
+    The branch expands each value to a shape computed from the input, so that no constant folding
+    can resolve it and drop the reads; the condition (an input's size below 0) is computed too.
     """
     first = graph.input[0]
     passed = f"{first.name}/balanced"
@@ -152,7 +152,7 @@ def balance_search_subgraphs(model: ModelProto) -> None:
         for role, graph in parts.items():
             missing = sorted(name for name in every - reads[role] if name in types)
             if missing:
-                _read_unused(graph, missing, types)
+                _read_unused(graph, missing)
 
 
 def apply_compatibility_passes(model: ModelProto) -> None:

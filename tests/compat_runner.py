@@ -57,8 +57,7 @@ def main(request_path: str) -> None:
                 results[job["name"]] = out
         except Exception as error:  # reported, and the test names the cell
             results[job["name"]] = {"error": f"{type(error).__name__}: {error}"[:2000]}
-    versions = {"onnxruntime": ort.__version__}
-    versions["extensions"] = extensions_library() and _extensions_version()
+    versions = {"onnxruntime": ort.__version__, "extensions": _extensions_version()}
     print(json.dumps({"versions": versions, "results": results}, ensure_ascii=False))
 
 
