@@ -5,6 +5,7 @@ into a graph and can be tested one by one (see ``tests/test_custom_ops.py``).
 """
 
 from .builder import EXTENSIONS_DOMAIN, GraphBuilder
+from .checks import fail_when
 from .ids import collapse_marked_runs, merge_rows, padded_to_ragged, ragged_to_padded, remap
 from .text import join_and_strip, lookup_tokens, split_language_token, split_on_literals, strip_tables
 
@@ -12,6 +13,7 @@ __all__ = [
     "EXTENSIONS_DOMAIN",
     "GraphBuilder",
     "collapse_marked_runs",
+    "fail_when",
     "join_and_strip",
     "lookup_tokens",
     "merge_rows",

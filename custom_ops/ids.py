@@ -21,14 +21,15 @@ def ragged_to_padded(
     prefix: str | None = None,
     has_prefix: str | None = None,
     suffix_id: int | None = None,
-    max_length: int | None = None,
+    max_length: int | str | None = None,
 ) -> tuple[str, str]:
     """Build ``[prefix?] + row[:room] + [suffix?]``, right-padded, from a ragged batch.
 
     ``values`` (int, flat) and ``row_splits`` (int64 [N+1]) are a ragged batch as the
     SentencePiece op returns it; ``prefix`` (int64 [N]) is an optional first token per row,
     present where ``has_prefix`` (bool [N]). With ``max_length``, rows are cut at the end so that
-    they hold at most that many tokens suffix included, as HF's ``truncation=True`` does. Returns
+    they hold at most that many tokens suffix included, as HF's ``truncation=True`` does; it is a
+    number, or the name of an int64 [1] value when the limit is chosen at run time. Returns
     int32 ids and an int32 mask, both [N, width] with width the longest row (at least 1).
     """
     starts = b.op("Slice", [row_splits, b.const(i64(0)), b.const(i64(-1))])
@@ -38,8 +39,10 @@ def ragged_to_padded(
     if prefix_count is not None:
         kept = b.add(kept, prefix_count)
     suffix_count = 0 if suffix_id is None else 1
-    if max_length is not None:
+    if isinstance(max_length, int):
         kept = b.op("Min", [kept, b.const(i64(max_length - suffix_count))])  # tokens before the suffix
+    elif max_length is not None:
+        kept = b.op("Min", [kept, b.op("Sub", [max_length, b.const(i64(suffix_count))])])
     width = b.op(
         "ReduceMax", [b.op("Concat", [b.add(kept, b.const(i64(suffix_count))), b.const(i64(1))], axis=0)], keepdims=1
     )

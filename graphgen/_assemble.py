@@ -28,11 +28,13 @@ from custom_ops.builder import (
     OPSET,
     STRING,
     GraphBuilder,
+    i64,
 )
 
 from ._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
 from ._quantize import Int8Weights
 from ._search import (
+    CHECKED_INPUT_IDS,
     ID_INPUTS,
     SEARCH_CONSTANTS,
     batch_safe_search,
@@ -41,6 +43,7 @@ from ._search import (
     op_max_length,
     parameter_defaults,
     search_node,
+    source_length_check,
     trim_sequences,
 )
 from ._spec import ModelSpec
@@ -49,6 +52,7 @@ from ._tokenizer_graphs import MarianVocabulary, add_detokenizer, add_tokenizer
 
 TEXT_INPUT = "text"
 TEXT_OUTPUT = "translation"
+TRUNCATE_INPUT = "truncate"
 
 IR_VERSION = 9  # opset 20's IR version
 
@@ -137,7 +141,7 @@ class _SearchCore:
     outputs: list[ValueInfoProto]
 
 
-def _search_core(spec: ModelSpec, int8: bool) -> _SearchCore:
+def _search_core(spec: ModelSpec, int8: bool, too_long_remedy: str) -> _SearchCore:
     weights = Int8Weights(spec) if int8 else None
     encoder = build_encoder_graph(spec, weights)
     decoder = build_decoder_graph(spec, weights)
@@ -146,16 +150,18 @@ def _search_core(spec: ModelSpec, int8: bool) -> _SearchCore:
     # and every weight goes to the Loop body around them (see batch_safe_search).
     early_stopping = spec.generation.early_stopping
     shared = place_weights(spec, [encoder, decoder], all_outer=not early_stopping)
-    node, extras = search_node(spec, encoder[0], decoder[0])  # after place_weights: copies the subgraphs
+    # after place_weights: search_node copies the subgraphs
+    node, extras = search_node(spec, encoder[0], decoder[0], input_ids=CHECKED_INPUT_IDS)
     if early_stopping:
         outer_weights, search = shared, batched_search(node)
     else:
         outer_weights, search = [], batch_safe_search(node, shared)
     inputs, defaults, outputs = id_level_io(spec)
+    check = source_length_check(spec, too_long_remedy)
     trim = trim_sequences(spec)
     return _SearchCore(
-        nodes=[*op_max_length(spec), *search, *trim.nodes],
-        initializers=[*defaults, *extras, *SEARCH_CONSTANTS, *trim.constants, *outer_weights],
+        nodes=[*check.nodes, *op_max_length(spec), *search, *trim.nodes],
+        initializers=[*defaults, *extras, *SEARCH_CONSTANTS, *check.constants, *trim.constants, *outer_weights],
         inputs=inputs,
         outputs=outputs,
     )
@@ -163,7 +169,7 @@ def _search_core(spec: ModelSpec, int8: bool) -> _SearchCore:
 
 def build_id_model(spec: ModelSpec, *, int8: bool = False) -> ModelProto:
     """ids in, ids out: the BeamSearch node over the encoder and decoder subgraphs."""
-    core = _search_core(spec, int8)
+    core = _search_core(spec, int8, "pass at most that many ids per row")
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs, initializer=core.initializers)
     model = make_model(graph, metadata(spec, "ids", int8))
     apply_compatibility_passes(model)
@@ -171,16 +177,33 @@ def build_id_model(spec: ModelSpec, *, int8: bool = False) -> ModelProto:
 
 
 def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary, *, int8: bool = False) -> ModelProto:
-    """strings in, strings out: tokenizer → BeamSearch → detokenizer in one graph."""
-    core = _search_core(spec, int8)
+    """strings in, strings out: tokenizer → BeamSearch → detokenizer in one graph.
+
+    A source with more tokens than the model has positions stops the run with a message naming
+    the limit, unless the optional ``truncate`` input is true: then it is cut as HF's
+    ``truncation=True`` cuts it, to the tokenizer's ``model_max_length`` (or the positions, when fewer).
+    """
+    core = _search_core(spec, int8, f"shorten it, or set the optional input {TRUNCATE_INPUT} to true to cut it")
     pre = GraphBuilder("tokenizer")
-    ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id)
+    limit = pre.op(
+        "Where",
+        [
+            TRUNCATE_INPUT,
+            pre.const(i64(min(vocabulary.max_length, spec.max_positions))),
+            pre.const(i64(np.iinfo(np.int64).max)),
+        ],
+    )
+    ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id, max_length=limit)
     pre.op("Identity", [ids], outputs=["input_ids"])
     pre.op("Identity", [mask], outputs=["attention_mask"])
     post = GraphBuilder("detokenizer")
     post.op("Identity", [add_detokenizer(post, "sequences", vocabulary)], outputs=[TEXT_OUTPUT])
 
-    inputs = [helper.make_tensor_value_info(TEXT_INPUT, STRING, ["batch"]), *core.inputs[len(ID_INPUTS) :]]
+    inputs = [
+        helper.make_tensor_value_info(TEXT_INPUT, STRING, ["batch"]),
+        *core.inputs[len(ID_INPUTS) :],
+        helper.make_tensor_value_info(TRUNCATE_INPUT, TensorProto.BOOL, [1]),
+    ]
     outputs = [helper.make_tensor_value_info(TEXT_OUTPUT, STRING, ["batch", "num_return_sequences"]), *core.outputs]
     tables = [numpy_helper.from_array(array, name) for b in (pre, post) for name, array in b.derived_weights.items()]
     graph = helper.make_graph(
@@ -188,7 +211,13 @@ def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary, *, int8: boo
         "graphgen",
         inputs,
         outputs,
-        initializer=[*core.initializers, *pre.constants, *post.constants, *tables],
+        initializer=[
+            *core.initializers,
+            numpy_helper.from_array(np.array([False]), TRUNCATE_INPUT),  # the default: no truncation
+            *pre.constants,
+            *post.constants,
+            *tables,
+        ],
     )
     props = metadata(spec, "text", int8)
     props["graphgen.custom_op_domains"] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])

@@ -17,3 +17,17 @@ class UnsupportedModelError(GraphgenError):
 
 class OutputPathError(GraphgenError):
     """The output file cannot be written where the user asked."""
+
+
+class SourceTooLongError(GraphgenError, ValueError):
+    """A source text has more tokens than the model has positions (and truncation was not asked for)."""
+
+    def __init__(self, message: str, limit: int | None, indices: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.indices = indices  # positions in the batch, where known
+
+
+# How an exported graph's source-length check starts its message (the failing node's name, which
+# every ONNX Runtime binding prints); the runtime recognises the error by it.
+SOURCE_TOO_LONG_PREFIX = "graphgen: source longer than the model's limit of"

@@ -16,13 +16,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from onnx import AttributeProto, GraphProto, ModelProto
 
 from ._errors import GraphgenError
+from ._save import staging_directory
 
 # The extension ops the prebuilt Android/iOS extensions packages register (the SentencePiece
 # group brings the decoder with the tokenizer).
@@ -77,7 +77,7 @@ def write_ort(onnx_path: Path, platform: str = "arm", extensions_library: str | 
         extensions_library = find()
     folder = onnx_path.parent
     targets = [folder / f"{onnx_path.stem}.ort", folder / f"{onnx_path.stem}.required_operators.config"]
-    with tempfile.TemporaryDirectory(dir=folder, prefix=f".{onnx_path.stem}.ort.") as staging:
+    with staging_directory(folder, f"{onnx_path.stem}.ort") as staging:
         staged_model = Path(staging) / onnx_path.name
         for name in (onnx_path.name, f"{onnx_path.name}.data"):  # same directory: hard links, no copies
             if (folder / name).is_file():

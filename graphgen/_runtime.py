@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from ._errors import GraphgenError
+from ._errors import SOURCE_TOO_LONG_PREFIX, GraphgenError, SourceTooLongError
 
 INT_PARAMETERS = ("max_length", "min_length", "num_beams", "num_return_sequences")
 FLOAT_PARAMETERS = ("length_penalty", "repetition_penalty")
@@ -39,24 +40,34 @@ def session_options(threads: int | None = None) -> ort.SessionOptions:
     """Options with the extensions library registered and ORT's load-time notices silenced."""
     options = ort.SessionOptions()
     options.register_custom_ops_library(extensions_library())
-    # Optional graph inputs carry their defaults as initializers; ORT warns about each one.
-    options.log_severity_level = 3
+    # Optional graph inputs carry their defaults as initializers; ORT warns about each one, and
+    # logs every failed run as an error on top of raising it.
+    options.log_severity_level = 4
     if threads:
         options.intra_op_num_threads = threads
     return options
 
 
+# ONNX Runtime can fail when two sessions register the extensions library at the same moment
+# ("Trying to add a domain to DomainToVersion map, but the domain is already exist").
+_SESSION_CREATION = threading.Lock()
+
+
 class Translator:
-    """A loaded text-level graph. ``translate`` is safe to call from several threads at once."""
+    """A loaded text-level graph. ``translate`` is safe to call from several threads at once.
+
+    Translators may also be created from several threads at once.
+    """
 
     def __init__(self, path: str | Path, *, threads: int | None = None, providers: Sequence[str] | None = None):
         path = Path(path)
         if not path.is_file():
             raise GraphgenError(f"{path} does not exist")
         try:
-            self._session = ort.InferenceSession(
-                str(path), session_options(threads), providers=list(providers or ["CPUExecutionProvider"])
-            )
+            with _SESSION_CREATION:
+                self._session = ort.InferenceSession(
+                    str(path), session_options(threads), providers=list(providers or ["CPUExecutionProvider"])
+                )
         except Exception as error:  # ORT raises several types for unreadable models
             raise GraphgenError(f"cannot load {path}: {error}") from error
         meta = self._session.get_modelmeta().custom_metadata_map
@@ -65,6 +76,8 @@ class Translator:
         self.defaults: dict[str, Any] = json.loads(meta["graphgen.generation_defaults"])
         self.max_positions = int(meta.get("graphgen.max_positions", 0)) or None
         self.path = path
+        optional = self._session.get_overridable_initializers()  # inputs with a default
+        self._inputs = {value.name for value in [*self._session.get_inputs(), *optional]}
 
     def settings(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """The checkpoint defaults with ``overrides`` applied, validated."""
@@ -96,8 +109,12 @@ class Translator:
             raise ValueError(f"repetition_penalty must be positive, got {values['repetition_penalty']}")
         return values
 
-    def run(self, texts: Sequence[str], **overrides: Any) -> dict[str, np.ndarray]:
-        """All outputs of the graph (``translation``, ``sequences``, ``sequence_scores``)."""
+    def run(self, texts: Sequence[str], *, truncate: bool = False, **overrides: Any) -> dict[str, np.ndarray]:
+        """All outputs of the graph (``translation``, ``sequences``, ``sequence_scores``).
+
+        A text with more tokens than the model has positions raises :class:`SourceTooLongError`,
+        unless ``truncate`` is true: then it is cut to the limit as HF's ``truncation=True`` cuts it.
+        """
         if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
             raise TypeError("texts must be a sequence of str")
         values = self.settings(overrides)
@@ -106,6 +123,10 @@ class Translator:
             feeds[name] = np.array([values[name]], dtype=np.int32)
         for name in FLOAT_PARAMETERS:
             feeds[name] = np.array([values[name]], dtype=np.float32)
+        if "truncate" in self._inputs:
+            feeds["truncate"] = np.array([bool(truncate)])
+        elif truncate:
+            raise GraphgenError(f"{self.path} has no truncate input; export it again with this graphgen version")
         if not texts:
             returns = values["num_return_sequences"]
             return {
@@ -114,11 +135,45 @@ class Translator:
                 "sequence_scores": np.empty((0, returns), dtype=np.float32),
             }
         names = [output.name for output in self._session.get_outputs()]
-        return dict(zip(names, self._session.run(names, feeds), strict=True))
+        try:
+            results = self._session.run(names, feeds)
+        except Exception as error:  # ORT's exception types differ between versions
+            if SOURCE_TOO_LONG_PREFIX not in str(error):
+                raise
+            indices = tuple(self.too_long(texts)) if len(texts) > 1 else (0,)
+            raise self._too_long_error(indices) from None
+        return dict(zip(names, results, strict=True))
 
-    def translate(self, texts: Sequence[str], **overrides: Any) -> list[str] | list[list[str]]:
+    def too_long(self, texts: Sequence[str]) -> list[int]:
+        """Indices of the texts with more tokens than the model has positions.
+
+        Each text is checked with a search cut to its first step, so this costs about one encoder
+        pass per text.
+        """
+        cheap = {"num_beams": 1, "num_return_sequences": 1, "max_length": 3, "min_length": 0}
+        found = []
+        for index, text in enumerate(texts):
+            try:
+                self.run([text], **cheap)
+            except SourceTooLongError:
+                found.append(index)
+        return found
+
+    def _too_long_error(self, indices: tuple[int, ...]) -> SourceTooLongError:
+        limit = self.max_positions
+        which = "the text" if indices == (0,) else f"text(s) {', '.join(map(str, indices))} of the batch"
+        return SourceTooLongError(
+            f"{which} {'is' if len(indices) == 1 else 'are'} longer than the model's limit of {limit} tokens; "
+            f"shorten {'it' if len(indices) == 1 else 'them'}, or pass truncate=True to cut to the limit",
+            limit,
+            indices,
+        )
+
+    def translate(
+        self, texts: Sequence[str], *, truncate: bool = False, **overrides: Any
+    ) -> list[str] | list[list[str]]:
         """One translation per text, or a list of ``num_return_sequences`` per text when > 1."""
-        result = self.run(texts, **overrides)["translation"]
+        result = self.run(texts, truncate=truncate, **overrides)["translation"]
         if result.shape[1] == 1:
             return [str(row[0]) for row in result]
         return [[str(text) for text in row] for row in result]

@@ -1,13 +1,18 @@
 """The last stage: write the model atomically, with external data when protobuf cannot hold it.
 
-The file appears at its final path only once it is complete (write to a temporary file in the
-same directory, then ``os.replace``), so an interrupted export never leaves a half-written model
-that a later ``InferenceSession`` would choke on.
+The file appears at its final path only once it is complete (written into a staging directory
+beside it, then ``os.replace``d), so an interrupted export never leaves a half-written model that
+a later ``InferenceSession`` would choke on. A staging directory is named after the process that
+made it; one left by a killed export (``kill -9`` gives no chance to clean up) is removed by the
+next export into the same directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +25,46 @@ from ._errors import OutputPathError
 EXTERNAL_DATA_THRESHOLD = int(1.8 * 2**30)  # leave room for the graph itself
 
 
+_STAGING = re.compile(r"\..*\.graphgen-staging-(\d+)-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def remove_stale_staging(folder: Path) -> None:
+    """Delete staging directories in ``folder`` whose export process no longer runs."""
+    for entry in folder.glob(".*.graphgen-staging-*"):
+        match = _STAGING.match(entry.name)
+        if match and entry.is_dir() and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staging_directory(folder: Path, name: str) -> Iterator[Path]:
+    """A fresh directory beside the output, removed on exit; files are moved out of it when complete."""
+    try:
+        staging = tempfile.mkdtemp(dir=folder, prefix=f".{name}.graphgen-staging-{os.getpid()}-")
+    except OSError as error:
+        raise OutputPathError(f"cannot create files in {folder}: {error.strerror}") from error
+    try:
+        yield Path(staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def check_output_path(path: Path) -> Path:
-    """Fail before any slow work if the output cannot be written."""
+    """Fail before any slow work if the output cannot be written.
+
+    Permission bits do not say everything (root passes ``os.access`` on ``/proc``, a read-only
+    mount passes it too), so a staging directory is actually made and removed again.
+    """
     path = path.expanduser().resolve()
     if path.is_dir():
         raise OutputPathError(f"{path} is a directory; give a file name such as {path / 'model.onnx'}")
@@ -32,6 +75,9 @@ def check_output_path(path: Path) -> Path:
         raise OutputPathError(f"directory {parent} is not writable")
     if path.exists() and not os.access(path, os.W_OK):
         raise OutputPathError(f"{path} exists and is not writable")
+    with staging_directory(parent, path.name):
+        pass
+    remove_stale_staging(parent)
     return path
 
 
@@ -54,21 +100,24 @@ def save_model(model: ModelProto, path: Path) -> list[Path]:
     external = _weights_bytes(model) > EXTERNAL_DATA_THRESHOLD
     data_name = path.name + ".data"
     written: list[Path] = []
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as staging:
-        staged = Path(staging) / path.name
-        if external:
-            onnx.save_model(
-                model,
-                staged,
-                save_as_external_data=True,
-                all_tensors_to_one_file=True,
-                location=data_name,
-                size_threshold=1024,
-            )
-            os.replace(Path(staging) / data_name, path.parent / data_name)
-            written.append(path.parent / data_name)
-        else:
-            staged.write_bytes(model.SerializeToString())
-        os.replace(staged, path)
+    with staging_directory(path.parent, path.name) as staging:
+        staged = staging / path.name
+        try:
+            if external:
+                onnx.save_model(
+                    model,
+                    staged,
+                    save_as_external_data=True,
+                    all_tensors_to_one_file=True,
+                    location=data_name,
+                    size_threshold=1024,
+                )
+                os.replace(staging / data_name, path.parent / data_name)
+                written.append(path.parent / data_name)
+            else:
+                staged.write_bytes(model.SerializeToString())
+            os.replace(staged, path)
+        except OSError as error:  # a full disk, a directory gone read-only meanwhile
+            raise OutputPathError(f"cannot write {path}: {error.strerror or error}") from error
         written.insert(0, path)
     return written

@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
+from custom_ops import fail_when
 from custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBuilder, i64
 
+from ._errors import SOURCE_TOO_LONG_PREFIX
 from ._spec import ModelSpec
 
 # (name, dtype) of the op's scalar inputs, in the op's input order after input_ids.
@@ -35,6 +37,26 @@ SEARCH_INPUT_POSITIONS = {
 }
 RAW_SEQUENCES = "search_sequences"
 OP_MAX_LENGTH = "search_max_length"
+CHECKED_INPUT_IDS = "checked_input_ids"
+
+
+def source_too_long_message(limit: int, remedy: str) -> str:
+    """The error a run stops with when a source exceeds ``limit`` tokens (the failing node's name)."""
+    return f"{SOURCE_TOO_LONG_PREFIX} {limit} tokens; {remedy}"
+
+
+def source_length_check(spec: ModelSpec, remedy: str) -> GraphBuilder:
+    """``input_ids`` → ``checked_input_ids``, stopping the run when a source has more tokens than positions.
+
+    Without it a long source fails deep in the encoder with a broadcast error that names neither
+    the cause nor the limit.
+    """
+    b = GraphBuilder("source_check")
+    width = b.op("Shape", ["input_ids"], start=1, end=2)
+    too_long = b.op("Greater", [width, b.const(i64(spec.max_positions))])
+    checked = fail_when(b, too_long, source_too_long_message(spec.max_positions, remedy), "input_ids")
+    b.op("Identity", [checked], outputs=[CHECKED_INPUT_IDS])
+    return b
 
 
 def trim_sequences(spec: ModelSpec) -> GraphBuilder:
@@ -78,8 +100,10 @@ def parameter_defaults(spec: ModelSpec) -> dict[str, np.ndarray]:
     return {name: np.array([values[name]], dtype=dtype) for name, dtype in SEARCH_PARAMETERS}
 
 
-def search_node(spec: ModelSpec, encoder: GraphProto, decoder: GraphProto) -> tuple[NodeProto, list[TensorProto]]:
-    """The BeamSearch node plus the small constants it needs (returned as initializers)."""
+def search_node(
+    spec: ModelSpec, encoder: GraphProto, decoder: GraphProto, input_ids: str = "input_ids"
+) -> tuple[NodeProto, list[TensorProto]]:
+    """The BeamSearch node over ``input_ids``, plus the small constants it needs (as initializers)."""
     extra: list[TensorProto] = []
     # When HF renormalises, min_length and banned tokens are applied inside the subgraphs
     # (before the softmax); ORT's own versions must then stay off.
@@ -95,7 +119,7 @@ def search_node(spec: ModelSpec, encoder: GraphProto, decoder: GraphProto) -> tu
         extra.append(numpy_helper.from_array(mask, vocab_mask))
     max_length = OP_MAX_LENGTH if spec.forced_eos else "max_length"  # see op_max_length
     inputs = [
-        "input_ids",
+        input_ids,
         max_length,
         min_length,
         "num_beams",
@@ -211,9 +235,9 @@ def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[Nod
         helper.make_node("Add", ["chunk_start", "chunk_size"], ["chunk_end"]),
         helper.make_node("Unsqueeze", ["chunk_start", "axis_0"], ["chunk_start_1d"]),
         helper.make_node("Unsqueeze", ["chunk_end", "axis_0"], ["chunk_end_1d"]),
-        helper.make_node("Slice", ["input_ids", "chunk_start_1d", "chunk_end_1d", "axis_0"], ["chunk_input_ids"]),
+        helper.make_node("Slice", [search.input[0], "chunk_start_1d", "chunk_end_1d", "axis_0"], ["chunk_input_ids"]),
         helper.make_node(
-            "Slice", ["attention_mask", "chunk_start_1d", "chunk_end_1d", "axis_0"], ["chunk_attention_mask"]
+            "Slice", [search.input[9], "chunk_start_1d", "chunk_end_1d", "axis_0"], ["chunk_attention_mask"]
         ),
         _pick(
             "search_is_greedy",
@@ -254,7 +278,7 @@ def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[Nod
     return [
         helper.make_node("Equal", ["num_beams", "search_one_beam"], ["search_is_greedy_1d"]),
         helper.make_node("Squeeze", ["search_is_greedy_1d"], ["search_is_greedy"]),
-        helper.make_node("Shape", ["input_ids"], ["search_batch_1d"], start=0, end=1),
+        helper.make_node("Shape", [search.input[0]], ["search_batch_1d"], start=0, end=1),
         helper.make_node("Squeeze", ["search_batch_1d"], ["search_batch"]),
         helper.make_node("Min", ["search_batch", "search_one"], ["search_one_or_none"]),
         helper.make_node("Where", ["search_is_greedy", "search_one_or_none", "search_batch"], ["search_steps"]),

@@ -143,7 +143,7 @@ def id_to_text(vocabulary: MarianVocabulary) -> list[str]:
 
 
 def add_tokenizer(
-    b: GraphBuilder, text: str, vocabulary: MarianVocabulary, eos_id: int, pad_id: int
+    b: GraphBuilder, text: str, vocabulary: MarianVocabulary, eos_id: int, pad_id: int, max_length: int | str
 ) -> tuple[str, str]:
     """Append the encoding nodes; returns int32 ``input_ids`` and ``attention_mask`` value names.
 
@@ -193,7 +193,7 @@ def add_tokenizer(
         merge_rows(b, token_splits, chunk_rows),
         suffix_id=eos_id,
         pad_id=pad_id,
-        max_length=vocabulary.max_length,
+        max_length=max_length,
     )
 
 

@@ -38,7 +38,9 @@ class Tokenizers:
         self.hf = MarianTokenizer.from_pretrained(directory)
         vocabulary = load_vocabulary(directory)
         b = GraphBuilder("tok")
-        ids, mask = add_tokenizer(b, "text", vocabulary, self.hf.eos_token_id, self.hf.pad_token_id)
+        ids, mask = add_tokenizer(
+            b, "text", vocabulary, self.hf.eos_token_id, self.hf.pad_token_id, max_length=vocabulary.max_length
+        )
         b.output(ids, "input_ids", INT32, ["batch", "length"])
         b.output(mask, "attention_mask", INT32, ["batch", "length"])
         self.encoder = _session(b, [helper.make_tensor_value_info("text", STRING, ["batch"])], b.outputs)

@@ -1,0 +1,166 @@
+"""`graphgen translate --input/--output`: a corpus file, as a user runs it from the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DEMO_DIR, REPO, demo_test_pairs
+
+from graphgen import Translator, export
+from graphgen._bulk import JsonLines, TextLines, translate_lines
+
+sys.path.insert(0, str(DEMO_DIR))
+from corpus import generate_pairs  # the demo model's corpus generator
+
+SOURCES = [source for source, _ in demo_test_pairs()]
+LONG = ">>cmn_Hans<< " + "I have three cats. " * 200  # about 1,200 tokens; the demo model has 512 positions
+
+
+@pytest.fixture(scope="module")
+def demo_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bulk") / "demo.onnx"
+    export(str(DEMO_DIR), str(path))
+    return path
+
+
+def graphgen_translate(*args: str | Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "graphgen", "translate", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO, **kwargs)  # type: ignore[call-overload]
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def test_ten_thousand_lines_equal_line_by_line_and_resume_after_kill(demo_onnx: Path, tmp_path: Path) -> None:
+    """10,000 lines, greedy (four times cheaper than beam search; batching works the same way)."""
+    sources = [source for source, _ in generate_pairs(10_000, seed=2026)]
+    source_file = tmp_path / "corpus.txt"
+    source_file.write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
+    translator = Translator(demo_onnx)
+    expected = [translator.translate([s], num_beams=1)[0] for s in sources]  # one line at a time
+
+    whole = tmp_path / "whole.txt"
+    done = graphgen_translate(demo_onnx, "-i", source_file, "-o", whole, "--num-beams", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert lines_of(whole) == expected
+    assert "10,000/10,000 lines (100%)" in done.stderr and "lines/s" in done.stderr
+
+    resumed = tmp_path / "resumed.txt"
+    command = [sys.executable, "-m", "graphgen", "translate", str(demo_onnx), "-i", str(source_file)]
+    command += ["-o", str(resumed), "--num-beams", "1", "-q"]
+    process = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    while (not resumed.exists() or resumed.read_bytes().count(b"\n") < 5_000) and time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read().decode()[-2000:] if process.stderr else ""
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    written = resumed.read_bytes().count(b"\n")
+    assert 5_000 <= written < 10_000, written
+    with resumed.open("ab") as file:  # as if the kill had landed in the middle of a write
+        file.write("半行".encode())
+
+    done = graphgen_translate(demo_onnx, "-i", source_file, "-o", resumed, "--num-beams", "1", "--resume")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"resumed after line {written:,}" in done.stderr
+    assert lines_of(resumed) == expected
+
+
+def test_length_batching_keeps_order_and_results(demo_onnx: Path) -> None:
+    """Default beam search over windows smaller and larger than the file, in every batch size."""
+    translator = Translator(demo_onnx)
+    expected = [translator.translate([s])[0] for s in SOURCES[:120]]
+    raw = [f"{s}\n".encode() for s in SOURCES[:120]]
+    for window, batch_size in ((7, 3), (50, 16), (1000, 8)):
+        out = list(translate_lines(translator, raw, TextLines(), batch_size=batch_size, window=window))
+        assert [text for text, _ in out] == expected
+        assert all(error is None for _, error in out)
+
+
+def test_json_lines_keep_other_fields(demo_onnx: Path, tmp_path: Path) -> None:
+    records = [{"id": i, "src": s, "meta": {"n": [i]}} for i, s in enumerate(SOURCES[:40])]
+    source_file = tmp_path / "docs.jsonl"
+    source_file.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    done = graphgen_translate(
+        demo_onnx, "-i", source_file, "-o", out, "--field", "src", "--target-field", "zh", "--num-return-sequences", "2"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    translator = Translator(demo_onnx)
+    expected = [translator.translate([r["src"]], num_return_sequences=2)[0] for r in records]
+    written = [json.loads(line) for line in lines_of(out)]
+    assert written == [{**r, "zh": e} for r, e in zip(records, expected, strict=True)]
+
+
+def test_bad_lines_fail_with_their_number_or_are_skipped(demo_onnx: Path, tmp_path: Path) -> None:
+    source_file = tmp_path / "mixed.txt"
+    source_file.write_bytes(
+        b"I have three cats.\n\xff\xfe not UTF-8\n" + LONG.encode() + b"\nTom is 7 years old.\r\nNo newline at the end."
+    )
+    out = tmp_path / "out.txt"
+    done = graphgen_translate(demo_onnx, "-i", source_file, "-o", out)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "line 2: not valid UTF-8" in done.stderr and "--on-error skip" in done.stderr
+    translator = Translator(demo_onnx)
+    first = translator.translate(["I have three cats."])[0]
+    assert lines_of(out) == [first]  # everything before the bad line, nothing after it
+
+    done = graphgen_translate(demo_onnx, "-i", source_file, "-o", out, "--on-error", "skip", "--resume")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "line 2: not valid UTF-8" in done.stderr
+    assert "line 3: longer than the model's limit of 512 tokens (pass --truncate to cut it)" in done.stderr
+    assert "2 line(s) could not be translated" in done.stderr
+    tail = translator.translate(["Tom is 7 years old.", "No newline at the end."])
+    assert lines_of(out) == [first, "", "", *tail]
+
+    done = graphgen_translate(
+        demo_onnx, "-i", source_file, "-o", out, "--on-error", "skip", "--truncate", "--overwrite"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert lines_of(out) == [first, "", translator.translate([LONG], truncate=True)[0], *tail]
+
+
+def test_bad_json_lines_are_reported(demo_onnx: Path) -> None:
+    translator = Translator(demo_onnx)
+    raw = [b'{"text": "I have three cats."}\n', b"not json\n", b"[1, 2]\n", b'{"other": 1}\n', b'{"text": 5}\n']
+    out = list(translate_lines(translator, raw, JsonLines(), first_line=10))
+    assert [error.line for _, error in out if error] == [11, 12, 13, 14]
+    messages = [error.message for _, error in out if error]
+    assert messages[0].startswith("not valid JSON") and messages[1] == "an array, not a JSON object"
+    assert messages[2:] == ["no field 'text'", "field 'text' is a number, not a string"]
+    assert json.loads(out[0][0]) == {
+        "text": "I have three cats.",
+        "translation": translator.translate(["I have three cats."])[0],
+    }
+    assert json.loads(out[3][0]) == {"other": 1, "translation": None, "graphgen_error": "no field 'text'"}
+
+
+def test_output_protection_and_argument_errors(demo_onnx: Path, tmp_path: Path) -> None:
+    source_file = tmp_path / "in.txt"
+    source_file.write_text("I have three cats.\n", encoding="utf-8")
+    existing = tmp_path / "existing.txt"
+    existing.write_text("someone's work\n", encoding="utf-8")
+    cases = [
+        (["-i", source_file, "-o", existing], f"{existing} exists; pass --resume"),
+        (["-i", tmp_path / "missing.txt", "-o", tmp_path / "o.txt"], "does not exist"),
+        (["-i", source_file, "-o", source_file, "--overwrite"], "the output file is the input file"),
+        (["-i", source_file, "-o", tmp_path / "no" / "dir.txt"], "does not exist"),
+        (["-i", source_file, "--resume"], "--resume needs an output file"),
+        (["-i", source_file, "-o", tmp_path / "o.txt", "--batch-size", "0"], "at least 1"),
+        (["-i", source_file, "-o", tmp_path / "o.txt", "--num-beams", "0"], "num_beams must be at least 1"),
+        (["-i", source_file, "-o", existing, "--resume"], "has 2 lines but"),
+    ]
+    existing.write_text("a\nb\n", encoding="utf-8")
+    for arguments, message in cases:
+        done = graphgen_translate(demo_onnx, *arguments)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (arguments, done)
+    assert existing.read_text(encoding="utf-8") == "a\nb\n"
+    assert not (tmp_path / "o.txt").exists()
