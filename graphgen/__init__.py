@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 
 from typing import TYPE_CHECKING, Any
 
-from ._errors import CheckpointError, GraphgenError, OutputPathError, UnsupportedModelError
+from ._errors import CheckpointError, GraphgenError, OutputPathError, SourceTooLongError, UnsupportedModelError
 from ._runtime import Translator
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ __all__ = [
     "CheckpointError",
     "GraphgenError",
     "OutputPathError",
+    "SourceTooLongError",
     "Translator",
     "UnsupportedModelError",
     "__version__",
