@@ -48,6 +48,39 @@ def session_options(threads: int | None = None) -> ort.SessionOptions:
     return options
 
 
+def generation_settings(
+    defaults: dict[str, Any], max_positions: int | None, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """``defaults`` (a file's ``graphgen.generation_defaults``) with ``overrides`` applied, validated."""
+    unknown = set(overrides) - set(INT_PARAMETERS) - set(FLOAT_PARAMETERS)
+    if unknown:
+        raise TypeError(f"unknown generation setting(s): {', '.join(sorted(unknown))}")
+    values = {name: defaults[name] for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS)}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    for name in INT_PARAMETERS:
+        if isinstance(values[name], bool) or int(values[name]) != values[name]:
+            raise ValueError(f"{name} must be an integer, got {values[name]!r}")
+    for name in FLOAT_PARAMETERS:
+        if not math.isfinite(float(values[name])):
+            raise ValueError(f"{name} must be finite, got {values[name]!r}")
+    if values["num_beams"] < 1:
+        raise ValueError(f"num_beams must be at least 1, got {values['num_beams']}")
+    if not 1 <= values["num_return_sequences"] <= values["num_beams"]:
+        raise ValueError(
+            f"num_return_sequences must be between 1 and num_beams ({values['num_beams']}), "
+            f"got {values['num_return_sequences']}"
+        )
+    if values["max_length"] < 2:
+        raise ValueError(f"max_length must be at least 2, got {values['max_length']}")
+    if max_positions and values["max_length"] > max_positions:
+        raise ValueError(f"max_length {values['max_length']} exceeds the model's {max_positions} positions")
+    if not 0 <= values["min_length"] <= values["max_length"]:
+        raise ValueError(f"min_length must be between 0 and max_length, got {values['min_length']}")
+    if values["repetition_penalty"] <= 0:
+        raise ValueError(f"repetition_penalty must be positive, got {values['repetition_penalty']}")
+    return values
+
+
 # ONNX Runtime can fail when two sessions register the extensions library at the same moment
 # ("Trying to add a domain to DomainToVersion map, but the domain is already exist").
 _SESSION_CREATION = threading.Lock()
@@ -81,33 +114,7 @@ class Translator:
 
     def settings(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """The checkpoint defaults with ``overrides`` applied, validated."""
-        unknown = set(overrides) - set(INT_PARAMETERS) - set(FLOAT_PARAMETERS)
-        if unknown:
-            raise TypeError(f"unknown generation setting(s): {', '.join(sorted(unknown))}")
-        values = {name: self.defaults[name] for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS)}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        for name in INT_PARAMETERS:
-            if isinstance(values[name], bool) or int(values[name]) != values[name]:
-                raise ValueError(f"{name} must be an integer, got {values[name]!r}")
-        for name in FLOAT_PARAMETERS:
-            if not math.isfinite(float(values[name])):
-                raise ValueError(f"{name} must be finite, got {values[name]!r}")
-        if values["num_beams"] < 1:
-            raise ValueError(f"num_beams must be at least 1, got {values['num_beams']}")
-        if not 1 <= values["num_return_sequences"] <= values["num_beams"]:
-            raise ValueError(
-                f"num_return_sequences must be between 1 and num_beams ({values['num_beams']}), "
-                f"got {values['num_return_sequences']}"
-            )
-        if values["max_length"] < 2:
-            raise ValueError(f"max_length must be at least 2, got {values['max_length']}")
-        if self.max_positions and values["max_length"] > self.max_positions:
-            raise ValueError(f"max_length {values['max_length']} exceeds the model's {self.max_positions} positions")
-        if not 0 <= values["min_length"] <= values["max_length"]:
-            raise ValueError(f"min_length must be between 0 and max_length, got {values['min_length']}")
-        if values["repetition_penalty"] <= 0:
-            raise ValueError(f"repetition_penalty must be positive, got {values['repetition_penalty']}")
-        return values
+        return generation_settings(self.defaults, self.max_positions, overrides)
 
     def run(self, texts: Sequence[str], *, truncate: bool = False, **overrides: Any) -> dict[str, np.ndarray]:
         """All outputs of the graph (``translation``, ``sequences``, ``sequence_scores``).

@@ -10,6 +10,9 @@ from pathlib import Path
 
 from ._errors import GraphgenError
 
+# Where `graphgen triton` says the extensions library is inside the server, unless told otherwise.
+TRITON_EXTENSIONS_LIBRARY = "/opt/tritonserver/ortextensions/libortextensions.so"
+
 
 def _export(args: argparse.Namespace) -> int:
     from ._export import export
@@ -98,6 +101,35 @@ def _translate_file(args: argparse.Namespace, translator: object, overrides: dic
             f"line(s) {lines}{more}",
             file=sys.stderr,
         )
+    return 0
+
+
+def _triton(args: argparse.Namespace) -> int:
+    from ._triton import TritonOptions, write_repository
+
+    source = Path(args.model)
+    options = TritonOptions(
+        name=args.name or source.stem,
+        max_batch_size=args.max_batch_size,
+        max_queue_delay_microseconds=args.max_queue_delay_us,
+        instances=args.instances,
+        extensions_library=args.extensions_library,
+    )
+
+    def progress(message: str) -> None:
+        if not args.quiet:
+            print(f"[graphgen] {message}", file=sys.stderr, flush=True)
+
+    files = write_repository(
+        source,
+        Path(args.output),
+        options,
+        settings=_overrides(args),
+        truncate=True if args.truncate else None,
+        overwrite=args.overwrite,
+        progress=progress,
+    )
+    progress(f"wrote {', '.join(str(f) for f in files)}")
     return 0
 
 
@@ -220,6 +252,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _generation_options(translate)
     translate.set_defaults(run=_translate)
+
+    triton = commands.add_parser(
+        "triton",
+        help="write a Triton Inference Server model repository entry for an exported file",
+        description="Write REPO/NAME/config.pbtxt and REPO/NAME/1/model.onnx for Triton's onnxruntime backend, "
+        "with dynamic batching. Triton does not accept optional inputs on a batching model, so the "
+        "generation settings (the file's defaults, or the options below) are baked into the copy.",
+    )
+    triton.add_argument("model", help="an .onnx file written by graphgen export")
+    triton.add_argument("-o", "--output", required=True, help="the model repository directory (must exist)")
+    triton.add_argument("--name", help="model name in the repository (default: the file name without .onnx)")
+    triton.add_argument("--max-batch-size", type=int, default=16, help="Triton's max_batch_size (default 16)")
+    triton.add_argument(
+        "--max-queue-delay-us", type=int, default=5000, help="dynamic batching queue delay in µs (default 5000)"
+    )
+    triton.add_argument("--instances", type=int, default=1, help="model instances on the CPU (default 1)")
+    triton.add_argument(
+        "--extensions-library",
+        default=TRITON_EXTENSIONS_LIBRARY,
+        help="path of the onnxruntime-extensions library inside the server, for text-level files "
+        f"(default {TRITON_EXTENSIONS_LIBRARY}; see the README for where to get one)",
+    )
+    triton.add_argument("--truncate", action="store_true", help="bake truncate=true (cut sources at the limit)")
+    triton.add_argument("--overwrite", action="store_true", help="replace REPO/NAME if it exists")
+    triton.add_argument("-q", "--quiet", action="store_true", help="print no progress messages")
+    _generation_options(triton)
+    triton.set_defaults(run=_triton)
 
     verify = commands.add_parser(
         "verify",

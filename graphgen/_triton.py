@@ -1,0 +1,175 @@
+"""A Triton Inference Server model repository for an exported file (onnxruntime backend).
+
+Triton does not accept optional inputs on a model that batches, and graphgen's generation knobs
+(``num_beams``, ``max_length``, ``truncate``, ...) are optional inputs. The repository therefore
+gets a copy of the file in which those inputs are baked: each becomes a plain initializer holding
+the chosen value. The ``config.pbtxt`` is derived from the baked model's own inputs and outputs,
+so names, types and ranks cannot drift from the graph. The text-level file needs the
+onnxruntime-extensions library inside the server (``model_operations``); the library that the
+Python wheel ships links against Python and does not load there, so its path in the server is a
+parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import ModelProto, TensorProto, ValueInfoProto, numpy_helper
+
+from ._errors import GraphgenError, OutputPathError
+from ._runtime import FLOAT_PARAMETERS, INT_PARAMETERS, generation_settings
+from ._save import remove_stale_staging, save_model, staging_directory
+
+_TRITON_TYPES = {
+    TensorProto.STRING: "TYPE_STRING",
+    TensorProto.INT32: "TYPE_INT32",
+    TensorProto.INT64: "TYPE_INT64",
+    TensorProto.FLOAT: "TYPE_FP32",
+    TensorProto.FLOAT16: "TYPE_FP16",
+    TensorProto.BOOL: "TYPE_BOOL",
+}
+
+
+@dataclass(frozen=True)
+class TritonOptions:
+    name: str
+    max_batch_size: int = 16
+    max_queue_delay_microseconds: int = 5000
+    instances: int = 1
+    extensions_library: str = "libortextensions.so"  # its path inside the server
+
+
+def _metadata(model: ModelProto) -> dict[str, str]:
+    return {prop.key: prop.value for prop in model.metadata_props}
+
+
+def bake_optional_inputs(model: ModelProto, values: dict[str, Any]) -> dict[str, Any]:
+    """Turn every optional input (an input with a same-named initializer) into a constant.
+
+    ``values`` gives the constant for some of them; the others keep their default. Returns what
+    was baked, name → value.
+    """
+    initializers = {tensor.name: tensor for tensor in model.graph.initializer}
+    optional = [value for value in model.graph.input if value.name in initializers]
+    unknown = set(values) - {value.name for value in optional}
+    if unknown:
+        raise GraphgenError(f"the model has no optional input(s) {', '.join(sorted(unknown))}")
+    baked: dict[str, Any] = {}
+    for value in optional:
+        tensor = initializers[value.name]
+        current = numpy_helper.to_array(tensor)
+        if value.name in values:
+            current = np.array([values[value.name]], dtype=current.dtype).reshape(current.shape)
+            tensor.CopyFrom(numpy_helper.from_array(current, value.name))
+        baked[value.name] = current.reshape(-1)[0].item()
+        model.graph.input.remove(value)
+    # Dimensions named after a baked input are now fixed (``translation`` is [batch, num_return_sequences]).
+    for output in model.graph.output:
+        for dim in output.type.tensor_type.shape.dim:
+            if dim.dim_param in baked and isinstance(baked[dim.dim_param], int):
+                dim.dim_value = baked[dim.dim_param]
+    return baked
+
+
+def _dims(value: ValueInfoProto) -> list[int]:
+    """Triton's dims: the shape without the batch dimension, unknown sizes as -1."""
+    shape = value.type.tensor_type.shape.dim[1:]
+    return [dim.dim_value if dim.HasField("dim_value") else -1 for dim in shape]
+
+
+def _tensor_entry(value: ValueInfoProto) -> str:
+    elem = value.type.tensor_type.elem_type
+    if elem not in _TRITON_TYPES:
+        raise GraphgenError(f"{value.name}: element type {TensorProto.DataType.Name(elem)} has no Triton type")
+    dims = _dims(value)
+    lines = [f'    name: "{value.name}"', f"    data_type: {_TRITON_TYPES[elem]}"]
+    if dims:
+        lines.append(f"    dims: [ {', '.join(map(str, dims))} ]")
+    else:  # a [batch] tensor: Triton wants one element per request, reshaped away
+        lines += ["    dims: [ 1 ]", "    reshape: { shape: [ ] }"]
+    return "  {\n" + "\n".join(lines) + "\n  }"
+
+
+def model_config(model: ModelProto, options: TritonOptions, baked: dict[str, Any]) -> str:
+    """``config.pbtxt`` text for ``model`` (already baked) in the protobuf text format."""
+    meta = _metadata(model)
+    parts = [
+        f"# Written by graphgen {meta.get('graphgen.version', '')} from {meta.get('graphgen.source', '?')}.",
+        f"# Generation settings baked into model.onnx: {json.dumps(baked, sort_keys=True)}",
+        f'name: "{options.name}"',
+        'backend: "onnxruntime"',
+        f"max_batch_size: {options.max_batch_size}",
+        "input [\n" + ",\n".join(_tensor_entry(value) for value in model.graph.input) + "\n]",
+        "output [\n" + ",\n".join(_tensor_entry(value) for value in model.graph.output) + "\n]",
+        f"dynamic_batching {{\n  max_queue_delay_microseconds: {options.max_queue_delay_microseconds}\n}}",
+        f"instance_group [\n  {{\n    count: {options.instances}\n    kind: KIND_CPU\n  }}\n]",
+    ]
+    if meta.get("graphgen.interface") == "text":
+        parts.append(f'model_operations {{\n  op_library_filename: "{options.extensions_library}"\n}}')
+    return "\n".join(parts) + "\n"
+
+
+def write_repository(
+    source: Path,
+    repository: Path,
+    options: TritonOptions,
+    *,
+    settings: dict[str, Any] | None = None,
+    truncate: bool | None = None,
+    overwrite: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """Write ``repository/<name>/config.pbtxt`` and ``repository/<name>/1/model.onnx``.
+
+    The model directory appears complete or not at all (staged, then renamed into place).
+    """
+    report = progress or (lambda message: None)
+    if not source.is_file():
+        raise GraphgenError(f"{source} does not exist")
+    if options.max_batch_size < 1 or options.instances < 1 or options.max_queue_delay_microseconds < 0:
+        raise GraphgenError("max batch size and instances must be at least 1, the queue delay at least 0")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", options.name):
+        raise GraphgenError(f"model name {options.name!r}: use letters, digits, '_', '-' and '.' (not first)")
+    if not repository.is_dir():
+        raise OutputPathError(f"repository directory {repository} does not exist")
+    target = repository / options.name
+    if target.exists() and not overwrite:
+        raise OutputPathError(f"{target} exists; pass --overwrite to replace it")
+    report(f"reading {source}")
+    try:
+        model = onnx.load(str(source))
+    except Exception as error:  # protobuf raises several types for files that are not models
+        raise GraphgenError(f"cannot read {source} as an ONNX model: {error}") from error
+    meta = _metadata(model)
+    if "graphgen.generation_defaults" not in meta:
+        raise GraphgenError(f"{source} was not written by graphgen export")
+    max_positions = int(meta.get("graphgen.max_positions", 0)) or None
+    try:
+        chosen = generation_settings(json.loads(meta["graphgen.generation_defaults"]), max_positions, settings or {})
+    except (TypeError, ValueError) as error:
+        raise GraphgenError(str(error)) from error
+    values: dict[str, Any] = {name: chosen[name] for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS)}
+    if truncate is not None:
+        if meta.get("graphgen.interface") != "text":
+            raise GraphgenError("--truncate applies to text-level files only")
+        values["truncate"] = truncate
+    baked = bake_optional_inputs(model, values)
+    remove_stale_staging(repository)
+    with staging_directory(repository, options.name) as staging:
+        built = staging / options.name
+        (built / "1").mkdir(parents=True)
+        report("writing the baked model")
+        save_model(model, built / "1" / "model.onnx")
+        (built / "config.pbtxt").write_text(model_config(model, options, baked), encoding="utf-8")
+        if target.exists():
+            os.rename(target, staging / "replaced")  # removed with the staging directory
+        os.rename(built, target)
+    return [target / "config.pbtxt", target / "1" / "model.onnx"]

@@ -1,0 +1,142 @@
+"""`graphgen triton`: the repository entry, checked against Triton's own config schema and run as Triton would.
+
+Triton itself cannot run here. What can be checked is: ``config.pbtxt`` parses with Triton's
+protobuf definitions (``tritonclient``'s ``model_config_pb2``, in its own venv because it pins
+protobuf 6 while this venv's sentencepiece needs 7) and names exactly the baked model's inputs and
+outputs with matching types and ranks; and the baked model, fed a batch assembled from single
+requests as the dynamic batcher does, answers each request as graphgen's Translator does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import venv
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from conftest import DEMO_DIR, REPO, demo_test_pairs
+
+from graphgen import Translator, export
+from graphgen._runtime import session_options
+
+TRITON_VENV = REPO / ".venv-triton"
+TRITONCLIENT = "tritonclient[grpc]==2.73.0"
+SOURCES = [source for source, _ in demo_test_pairs()]
+ORT_TYPES = {"tensor(string)": "TYPE_STRING", "tensor(int32)": "TYPE_INT32", "tensor(float)": "TYPE_FP32"}
+
+
+def triton_python() -> Path:
+    python = TRITON_VENV / "bin" / "python"
+    marker = TRITON_VENV / ".complete"
+    if not marker.is_file():
+        venv.create(TRITON_VENV, with_pip=True, clear=True)
+        subprocess.run(
+            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", TRITONCLIENT], check=True
+        )
+        marker.touch()
+    return python
+
+
+PARSE = textwrap.dedent("""
+    import json, sys
+    from google.protobuf import json_format, text_format
+    from tritonclient.grpc import model_config_pb2
+    config = text_format.Parse(open(sys.argv[1]).read(), model_config_pb2.ModelConfig())
+    print(json.dumps(json_format.MessageToDict(config, preserving_proto_field_name=True)))
+""")
+
+
+def parsed_config(path: Path) -> dict:
+    done = subprocess.run([triton_python(), "-c", PARSE, path], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("triton")
+    export(str(DEMO_DIR), str(folder / "text.onnx"))
+    export(str(DEMO_DIR), str(folder / "ids.onnx"), tokenizer=False)
+    (folder / "repo").mkdir()
+    return {"text": folder / "text.onnx", "ids": folder / "ids.onnx", "repo": folder / "repo"}
+
+
+def graphgen_triton(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "graphgen", "triton", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+
+
+@pytest.mark.parametrize("interface", ["text", "ids"])
+def test_config_parses_and_matches_the_model(files: dict[str, Path], interface: str) -> None:
+    name = f"graphgen_{interface}"
+    done = graphgen_triton(
+        files[interface], "-o", files["repo"], "--name", name, "--num-return-sequences", "2", "--max-batch-size", "8"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    entry = files["repo"] / name
+    assert sorted(p.name for p in entry.iterdir()) == ["1", "config.pbtxt"]
+    config = parsed_config(entry / "config.pbtxt")
+    assert config["name"] == name and config["backend"] == "onnxruntime" and config["max_batch_size"] == 8
+    assert "max_queue_delay_microseconds" in config["dynamic_batching"]
+    assert config["instance_group"] == [{"count": 1, "kind": "KIND_CPU"}]
+    if interface == "text":
+        library = "/opt/tritonserver/ortextensions/libortextensions.so"  # the default
+        assert config["model_operations"] == {"op_library_filename": [library]}
+    else:
+        assert "model_operations" not in config  # the id-level file needs no extensions library
+
+    options = session_options() if interface == "text" else ort.SessionOptions()
+    session = ort.InferenceSession(str(entry / "1" / "model.onnx"), options, providers=["CPUExecutionProvider"])
+    assert session.get_overridable_initializers() == []  # no optional inputs left
+    for declared, actual in ((config["input"], session.get_inputs()), (config["output"], session.get_outputs())):
+        assert [d["name"] for d in declared] == [a.name for a in actual]
+        for d, a in zip(declared, actual, strict=True):
+            assert d["data_type"] == ORT_TYPES[a.type], d
+            rank = 1 if "reshape" in d else len(d["dims"]) + 1
+            assert rank == len(a.shape), (d, a.shape)
+            if "reshape" in d:
+                assert d["dims"] == ["1"] and d["reshape"] == {}  # [batch] tensors: one element per request
+    if interface == "text":
+        translation = next(d for d in config["output"] if d["name"] == "translation")
+        assert translation["dims"] == ["2"]  # the baked num_return_sequences
+
+
+def test_baked_model_answers_batched_requests_as_the_translator(files: dict[str, Path]) -> None:
+    done = graphgen_triton(files["text"], "-o", files["repo"], "--name", "baked", "--num-beams", "2", "--truncate")
+    assert done.returncode == 0, done.stderr[-2000:]
+    session = ort.InferenceSession(
+        str(files["repo"] / "baked" / "1" / "model.onnx"), session_options(), providers=["CPUExecutionProvider"]
+    )
+    requests = SOURCES[:5]  # five clients' single texts, concatenated by the dynamic batcher
+    (translation,) = session.run(["translation"], {"text": np.array(requests, dtype=object)})
+    expected = Translator(files["text"]).translate(requests, num_beams=2, truncate=True)
+    assert [row[0] for row in translation] == expected
+    config = (files["repo"] / "baked" / "config.pbtxt").read_text(encoding="utf-8")
+    assert '"num_beams": 2' in config and '"truncate": true' in config
+
+
+def test_refusals(files: dict[str, Path]) -> None:
+    repo = files["repo"]
+    first = graphgen_triton(files["text"], "-o", repo, "--name", "twice")
+    assert first.returncode == 0, first.stderr[-2000:]
+    cases = [
+        ((files["text"], "-o", repo, "--name", "twice"), "exists; pass --overwrite"),
+        ((files["text"], "-o", repo / "missing"), "does not exist"),
+        ((files["text"], "-o", repo, "--name", "../escape"), "model name"),
+        ((files["text"], "-o", repo, "--name", "n", "--num-beams", "0"), "num_beams must be at least 1"),
+        ((files["ids"], "-o", repo, "--name", "n", "--truncate"), "text-level files only"),
+        ((REPO / "README.md", "-o", repo, "--name", "n"), "cannot read"),
+    ]
+    for arguments, message in cases:
+        done = graphgen_triton(*arguments)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (arguments, done)
+    assert not (repo / "n").exists()
+    again = graphgen_triton(files["text"], "-o", repo, "--name", "twice", "--overwrite", "--num-beams", "1")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert '"num_beams": 1' in (repo / "twice" / "config.pbtxt").read_text(encoding="utf-8")
+    assert not [p for p in repo.iterdir() if p.name.startswith(".")]  # no staging left behind
