@@ -13,7 +13,7 @@ OPTIMUM_VENV ?= .venv-optimum
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[export,dev]"
+	$(PY) -m pip install --quiet -e ".[export,dev,ray]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -49,7 +49,7 @@ examples: $(VENV)/.installed
 	  ORTX_LIBRARY=$(ORTX_LIB) GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES) cargo test --test demo
 
 $(VENV)/.bench-installed: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e ".[export,dev,bench]"
+	$(PY) -m pip install --quiet -e ".[export,dev,ray,bench]"
 	touch $@
 
 $(OPTIMUM_VENV)/.installed:

@@ -2,7 +2,7 @@
 
 Every input line produces exactly one output line, in input order, so an output file's line
 count is how far a run got: ``resume`` continues after the last complete line, dropping a
-partly written one. Lines are read in windows; within a window they are sorted by length and
+partly written one. Blank lines stay blank. Lines are read in windows; within a window they are sorted by length and
 cut into batches (less padding, so fewer wasted positions per batch), and the window is written
 back in input order and flushed to disk before the next one starts. A line that cannot be
 translated (not UTF-8, not JSON, too long for the model, ...) is reported with its line number;
@@ -128,7 +128,7 @@ class BulkResult:
 
 
 @dataclass
-class _Item:
+class Item:
     line: int
     text: str | None
     record: Any
@@ -136,18 +136,32 @@ class _Item:
     translation: Translation | None = None
 
 
-def _translate_batch(translator: Translator, items: list[_Item], truncate: bool, settings: dict[str, Any]) -> None:
-    """Fill in each item's translation or error; one bad line does not fail its batch-mates."""
+def translate_items(translator: Translator, items: list[Item], truncate: bool, settings: dict[str, Any]) -> None:
+    """Fill in each item's translation or error; one bad line does not fail its batch-mates.
+
+    A blank line (whitespace only) stays blank: a model asked to translate nothing still writes
+    something, which in a document or a subtitle file would be text that was never there.
+    """
+    blank = [item for item in items if not (item.text or "").strip()]
+    if blank:
+        returns = translator.settings(settings)["num_return_sequences"]
+        for item in blank:
+            item.translation = "" if returns == 1 else [""] * returns
+        items = [item for item in items if (item.text or "").strip()]
+        if not items:
+            return
     texts = [item.text or "" for item in items]
     try:
         results: list[Any] = translator.translate(texts, truncate=truncate, **settings)
     except SourceTooLongError as error:
         bad = set(error.indices)
         for index in bad:
-            items[index].error = f"longer than the model's limit of {error.limit} tokens (pass --truncate to cut it)"
+            items[
+                index
+            ].error = f"longer than the model's limit of {error.limit} tokens (truncation cuts it: --truncate)"
         rest = [item for index, item in enumerate(items) if index not in bad]
         if rest:
-            _translate_batch(translator, rest, truncate, settings)
+            translate_items(translator, rest, truncate, settings)
         return
     except GraphgenError:
         raise
@@ -156,7 +170,7 @@ def _translate_batch(translator: Translator, items: list[_Item], truncate: bool,
             items[0].error = f"translation failed: {error}"
             return
         for item in items:
-            _translate_batch(translator, [item], truncate, settings)
+            translate_items(translator, [item], truncate, settings)
         return
     for item, result in zip(items, results, strict=True):
         item.translation = result
@@ -178,12 +192,12 @@ def translate_lines(
     Yields a window's lines together, once the whole window is translated.
     """
     settings = _checked_settings(translator, batch_size, window, settings)
-    pending: list[_Item] = []
+    pending: list[Item] = []
 
     def flush() -> Iterator[tuple[str, LineError | None]]:
         todo = sorted((item for item in pending if item.error is None), key=lambda item: len(item.text or ""))
         for start in range(0, len(todo), batch_size):
-            _translate_batch(translator, todo[start : start + batch_size], truncate, settings)
+            translate_items(translator, todo[start : start + batch_size], truncate, settings)
         for item in pending:
             error = None if item.error is None else LineError(item.line, item.error)
             yield line_format.render(item.record, item.translation, item.error), error
@@ -192,9 +206,9 @@ def translate_lines(
     for number, raw in enumerate(lines, start=first_line):
         try:
             text, record = line_format.parse(raw)
-            pending.append(_Item(number, text, record))
+            pending.append(Item(number, text, record))
         except _BadLine as error:
-            pending.append(_Item(number, None, error.record, error=str(error)))
+            pending.append(Item(number, None, error.record, error=str(error)))
         if len(pending) >= window:
             yield from flush()
     yield from flush()

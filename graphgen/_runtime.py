@@ -92,14 +92,19 @@ class Translator:
     Translators may also be created from several threads at once.
     """
 
-    def __init__(self, path: str | Path, *, threads: int | None = None, providers: Sequence[str] | None = None):
-        path = Path(path)
-        if not path.is_file():
+    def __init__(
+        self, model: str | Path | bytes, *, threads: int | None = None, providers: Sequence[str] | None = None
+    ):
+        """``model`` is a file's path or its contents (e.g. shipped to cluster workers in memory)."""
+        path = Path("<bytes>") if isinstance(model, bytes) else Path(model)
+        if not isinstance(model, bytes) and not path.is_file():
             raise GraphgenError(f"{path} does not exist")
         try:
             with _SESSION_CREATION:
                 self._session = ort.InferenceSession(
-                    str(path), session_options(threads), providers=list(providers or ["CPUExecutionProvider"])
+                    model if isinstance(model, bytes) else str(path),
+                    session_options(threads),
+                    providers=list(providers or ["CPUExecutionProvider"]),
                 )
         except Exception as error:  # ORT raises several types for unreadable models
             raise GraphgenError(f"cannot load {path}: {error}") from error

@@ -103,7 +103,9 @@ def test_json_lines_keep_other_fields(demo_onnx: Path, tmp_path: Path) -> None:
 def test_bad_lines_fail_with_their_number_or_are_skipped(demo_onnx: Path, tmp_path: Path) -> None:
     source_file = tmp_path / "mixed.txt"
     source_file.write_bytes(
-        b"I have three cats.\n\xff\xfe not UTF-8\n" + LONG.encode() + b"\nTom is 7 years old.\r\nNo newline at the end."
+        b"I have three cats.\n\xff\xfe not UTF-8\n"
+        + LONG.encode()
+        + b"\n  \nTom is 7 years old.\r\nNo newline at the end."
     )
     out = tmp_path / "out.txt"
     done = graphgen_translate(demo_onnx, "-i", source_file, "-o", out)
@@ -116,16 +118,16 @@ def test_bad_lines_fail_with_their_number_or_are_skipped(demo_onnx: Path, tmp_pa
     done = graphgen_translate(demo_onnx, "-i", source_file, "-o", out, "--on-error", "skip", "--resume")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "line 2: not valid UTF-8" in done.stderr
-    assert "line 3: longer than the model's limit of 512 tokens (pass --truncate to cut it)" in done.stderr
+    assert "line 3: longer than the model's limit of 512 tokens (truncation cuts it: --truncate)" in done.stderr
     assert "2 line(s) could not be translated" in done.stderr
     tail = translator.translate(["Tom is 7 years old.", "No newline at the end."])
-    assert lines_of(out) == [first, "", "", *tail]
+    assert lines_of(out) == [first, "", "", "", *tail]  # placeholders, and a blank line stays blank
 
     done = graphgen_translate(
         demo_onnx, "-i", source_file, "-o", out, "--on-error", "skip", "--truncate", "--overwrite"
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert lines_of(out) == [first, "", translator.translate([LONG], truncate=True)[0], *tail]
+    assert lines_of(out) == [first, "", translator.translate([LONG], truncate=True)[0], "", *tail]
 
 
 def test_bad_json_lines_are_reported(demo_onnx: Path) -> None:

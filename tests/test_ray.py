@@ -1,0 +1,78 @@
+"""graphgen.ray on a local Ray cluster (``ray.init(num_cpus=2)``): the same output as the single-process path.
+
+Ray runs in a child process, so this test session keeps no Ray workers or global state.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import DEMO_DIR, REPO
+
+from graphgen import Translator, export
+from graphgen._bulk import TextLines, translate_lines
+
+sys.path.insert(0, str(DEMO_DIR))
+from corpus import generate_pairs  # the demo model's corpus generator
+
+LONG = ">>cmn_Hans<< " + "I have three cats. " * 200
+
+
+@pytest.fixture(scope="module")
+def demo_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ray") / "demo.onnx"
+    export(str(DEMO_DIR), str(path))
+    return path
+
+
+def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) -> None:
+    sources = [source for source, _ in generate_pairs(400, seed=11)]
+    sources[17:17] = ["", LONG]  # a blank line and one over the model's limit keep their places
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
+    script = textwrap.dedent(f"""
+        import json, sys
+        import ray
+        from graphgen.ray import translate, translate_text_file
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        model, corpus, out = {str(demo_onnx)!r}, {str(corpus)!r}, {str(tmp_path / "written")!r}
+        try:
+            translate(ray.data.read_text(corpus), model, concurrency=2)
+        except Exception as error:
+            print(json.dumps({{"refused": str(error)}}))
+        rows = ray.data.read_text(corpus, drop_empty_lines=False)
+        taken = translate(rows, model, concurrency=2, cpus_per_actor=0.5, batch_size=16).take_all()
+        print(json.dumps({{"rows": taken}}, ensure_ascii=False))
+        translate_text_file(corpus, out, model, concurrency=2, cpus_per_actor=0.5, num_beams=1)
+        ray.shutdown()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    messages = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert "leave less than one of the cluster's 2 CPUs" in messages[0]["refused"]
+
+    translator = Translator(demo_onnx)
+    single = list(translate_lines(translator, [f"{s}\n".encode() for s in sources], TextLines()))
+    rows = messages[1]["rows"]
+    assert [row["text"] for row in rows] == sources
+    assert [row["translation"] or "" for row in rows] == [text for text, _ in single]
+    errors = {i: row["error"] for i, row in enumerate(rows) if row["error"]}
+    assert errors == {18: "longer than the model's limit of 512 tokens (truncation cuts it: --truncate)"}
+    assert rows[17]["translation"] == ""
+
+    # The JSON Lines files Ray wrote, read in name order, hold the rows in input order.
+    written = [
+        json.loads(line)
+        for path in sorted((tmp_path / "written").glob("*.json"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    greedy = list(
+        translate_lines(translator, [f"{s}\n".encode() for s in sources], TextLines(), settings={"num_beams": 1})
+    )
+    assert [row["text"] for row in written] == sources
+    assert [row["translation"] or "" for row in written] == [text for text, _ in greedy]
