@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import UnsupportedModelError
-from .._spec import GenerationDefaults, ModelSpec
+from .._generation import generation_defaults
+from .._spec import ModelSpec
 from .._subgraphs import sinusoidal_positions
 from . import Adapter, register
 
@@ -16,35 +16,10 @@ def _array(tensor: Any) -> np.ndarray:
     return np.ascontiguousarray(tensor.detach().cpu().float().numpy())
 
 
-def generation_defaults(generation_config: Any, config: Any) -> tuple[GenerationDefaults, bool, bool]:
-    """Defaults for the search node, whether HF renormalises logits, and whether EOS is forced."""
-    bad_words = generation_config.bad_words_ids or []
-    if any(len(words) != 1 for words in bad_words):
-        raise UnsupportedModelError("bad_words_ids with multi-token entries are not supported; only single tokens")
-    early_stopping = generation_config.early_stopping
-    if early_stopping == "never":
-        raise UnsupportedModelError('early_stopping="never" has no equivalent in ORT BeamSearch')
-    defaults = GenerationDefaults(
-        max_length=int(generation_config.max_length or config.max_position_embeddings),
-        min_length=int(generation_config.min_length or 0),
-        num_beams=int(generation_config.num_beams or 1),
-        num_return_sequences=int(generation_config.num_return_sequences or 1),
-        length_penalty=float(generation_config.length_penalty if generation_config.length_penalty is not None else 1.0),
-        repetition_penalty=float(generation_config.repetition_penalty or 1.0),
-        early_stopping=bool(early_stopping),
-        no_repeat_ngram_size=int(generation_config.no_repeat_ngram_size or 0),
-        bad_token_ids=tuple(words[0] for words in bad_words),
-    )
-    forced_eos = generation_config.forced_eos_token_id is not None
-    if forced_eos and generation_config.forced_eos_token_id != generation_config.eos_token_id:
-        raise UnsupportedModelError("forced_eos_token_id different from eos_token_id is not supported")
-    return defaults, bool(generation_config.renormalize_logits), forced_eos
-
-
 def marian_spec(model: Any, source: str) -> ModelSpec:
     config = model.config
     inner = model.model
-    generation, renormalize, forced_eos = generation_defaults(model.generation_config, config)
+    generation, renormalize, forced_eos = generation_defaults(model.generation_config, config.max_position_embeddings)
     weights: dict[str, np.ndarray] = {}
     aliases: dict[str, str] = {}
 

@@ -1,0 +1,98 @@
+"""Every generation_config.json key is honoured by the graph or refused at export, never silently ignored."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import onnxruntime as ort
+import pytest
+from conftest import demo_test_pairs
+from transformers import GenerationConfig, MarianMTModel, MarianTokenizer
+
+from graphgen import UnsupportedModelError
+from graphgen._export import export
+from graphgen._generation import HONOURED, NO_EFFECT, SAMPLING_ONLY, refused_keys
+from graphgen._parity import compare, graph_generate, hf_generate
+
+SENTENCES = [source for source, _ in demo_test_pairs()][:40]
+
+REFUSED = {
+    "forced_bos_token_id": 5,
+    "forced_decoder_ids": [[1, 5]],
+    "suppress_tokens": [5],
+    "begin_suppress_tokens": [5],
+    "do_sample": True,
+    "num_beam_groups": 2,
+    "diversity_penalty": 0.5,
+    "encoder_no_repeat_ngram_size": 2,
+    "encoder_repetition_penalty": 1.2,
+    "exponential_decay_length_penalty": [5, 1.1],
+    "sequence_bias": [[[5], -1.0]],
+    "penalty_alpha": 0.6,
+    "guidance_scale": 1.5,
+    "max_time": 2.0,
+    "remove_invalid_values": True,
+    "bad_words_ids": [[458], [5, 6]],
+    "eos_token_id": [0, 5],
+    "forced_eos_token_id": 5,
+    "an_unknown_future_key": 1,
+}
+
+
+def checkpoint_with(demo_dir: Path, folder: Path, **settings: object) -> Path:
+    directory = folder / "checkpoint"
+    shutil.copytree(demo_dir, directory)
+    path = directory / "generation_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config.update(settings)
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return directory
+
+
+@pytest.mark.parametrize("key", sorted(REFUSED))
+def test_key_the_graph_would_not_honour_stops_the_export(demo_dir: Path, tmp_path: Path, key: str) -> None:
+    directory = checkpoint_with(demo_dir, tmp_path, **{key: REFUSED[key]})
+    with pytest.raises(UnsupportedModelError, match=rf"generation_config\.json sets .*{key}="):
+        export(directory, tmp_path / "model.onnx", tokenizer=False)
+    assert not (tmp_path / "model.onnx").exists()
+
+
+def test_sampling_keys_without_sampling_are_ignored_as_hf_ignores_them(demo_dir: Path, tmp_path: Path) -> None:
+    directory = checkpoint_with(demo_dir, tmp_path, temperature=0.3, top_k=5, top_p=0.5)
+    export(directory, tmp_path / "model.onnx", tokenizer=False)
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    model = MarianMTModel.from_pretrained(directory).eval()
+    tokenizer = MarianTokenizer.from_pretrained(directory)
+    expected = hf_generate(model, tokenizer, SENTENCES, 8)
+    actual = graph_generate(session, tokenizer, SENTENCES, 8, 0, model.config.pad_token_id)
+    assert compare("sampling keys", SENTENCES, expected, actual).rate == 1.0
+
+
+@pytest.mark.parametrize("settings", [{"max_new_tokens": 6}, {"min_new_tokens": 9}], ids=["max_new", "min_new"])
+def test_new_token_limits_are_honoured(demo_dir: Path, tmp_path: Path, settings: dict[str, int]) -> None:
+    directory = checkpoint_with(demo_dir, tmp_path, **settings)
+    export(directory, tmp_path / "model.onnx", tokenizer=False)
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    model = MarianMTModel.from_pretrained(directory).eval()
+    tokenizer = MarianTokenizer.from_pretrained(directory)
+    for search in ({}, {"num_beams": 1}):
+        expected = hf_generate(model, tokenizer, SENTENCES, 8, **search)
+        actual = graph_generate(session, tokenizer, SENTENCES, 8, 0, model.config.pad_token_id, **search)
+        result = compare(f"{settings} {search}", SENTENCES, expected, actual)
+        assert result.rate == 1.0, result.differences[:3]
+        lengths = {len(row[0]) for row in expected}
+        if "max_new_tokens" in settings:
+            assert max(lengths) <= 5 and 5 in lengths  # 6 new tokens, the last a forced EOS: reached
+        else:
+            assert min(lengths) >= 9
+
+
+def test_every_key_of_this_transformers_is_classified() -> None:
+    """A key not sorted here is refused when set; this lists the ones that exist today."""
+    keys = set(GenerationConfig().to_dict())
+    classified = HONOURED | NO_EFFECT | SAMPLING_ONLY
+    refused_when_set = keys - classified
+    assert {"forced_bos_token_id", "suppress_tokens", "do_sample", "num_beam_groups"} <= refused_when_set
+    assert refused_keys(GenerationConfig()) == {}  # HF's defaults need nothing refused
