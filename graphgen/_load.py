@@ -5,10 +5,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from ._errors import CheckpointError, UnsupportedModelError
+from ._safetensors import read_safetensors, safetensors_files
 from ._spec import ModelSpec
-from .adapters import ADAPTERS, supported_architectures
+from .adapters import ADAPTERS, Adapter, CheckpointData, supported_architectures
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +47,44 @@ def _resolve(model: str) -> Path:
         ) from error
 
 
+def _generation_config(directory: Path, config: Any) -> Any:
+    """The generation config HF's ``from_pretrained`` would give the model."""
+    from transformers import GenerationConfig
+
+    if (directory / "generation_config.json").is_file():
+        try:
+            return GenerationConfig.from_pretrained(directory)
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"cannot read {directory / 'generation_config.json'}: {error}") from error
+    return GenerationConfig.from_model_config(config)
+
+
+def _torch_weights(directory: Path, adapter: Adapter, model: str) -> tuple[dict[str, np.ndarray], Any]:
+    """Weights of a checkpoint that is not in safetensors form, through the HF model class (needs torch)."""
+    try:
+        import torch  # noqa: F401  (imported for the clear error below)
+    except ImportError as error:
+        raise CheckpointError(
+            f"{model} has no model.safetensors, so reading its weights needs torch: "
+            'pip install "graphgen[export]" (or convert the checkpoint to safetensors)'
+        ) from error
+    import transformers
+
+    model_class = getattr(transformers, adapter.model_class)
+    try:
+        hf_model = model_class.from_pretrained(directory).eval()
+    except (OSError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"cannot load the weights of {model}: {error}") from error
+    tensors = {name: value.detach().cpu().float().numpy() for name, value in hf_model.state_dict().items()}
+    return tensors, hf_model.generation_config
+
+
 def load_checkpoint(model: str | Path) -> LoadedCheckpoint:
+    """Read a checkpoint into a ModelSpec.
+
+    A safetensors checkpoint is read without torch (weights straight from the file, configs with
+    transformers' torch-free config classes); other checkpoints go through the HF model class.
+    """
     import transformers
 
     directory = _resolve(str(model))
@@ -57,13 +98,14 @@ def load_checkpoint(model: str | Path) -> LoadedCheckpoint:
             f"{model} is a {type(config).__name__} checkpoint; graphgen supports: "
             + ", ".join(supported_architectures())
         )
-    model_class = getattr(transformers, adapter.model_class)
-    try:
-        hf_model = model_class.from_pretrained(directory).eval()
-    except (OSError, ValueError, RuntimeError) as error:
-        raise CheckpointError(f"cannot load the weights of {model}: {error}") from error
-    log.info("loaded %s from %s", adapter.model_class, directory)
-    spec = adapter.to_spec(hf_model, str(model))
+    files = safetensors_files(directory)
+    if files:
+        tensors, generation_config = read_safetensors(files), _generation_config(directory, config)
+        log.info("read %s from %s without torch", ", ".join(f.name for f in files), directory)
+    else:
+        tensors, generation_config = _torch_weights(directory, adapter, str(model))
+        log.info("loaded %s from %s", adapter.model_class, directory)
+    spec = adapter.to_spec(CheckpointData(config, generation_config, tensors, str(model)))
     spec.validate()
     return LoadedCheckpoint(spec=spec, directory=directory)
 

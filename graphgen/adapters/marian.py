@@ -6,44 +6,59 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import CheckpointError
 from .._generation import generation_defaults
 from .._spec import ModelSpec
 from .._subgraphs import sinusoidal_positions
-from . import Adapter, register
+from . import Adapter, CheckpointData, register
 
 
-def _array(tensor: Any) -> np.ndarray:
-    return np.ascontiguousarray(tensor.detach().cpu().float().numpy())
+def tie_weights(config: Any, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Fill in the tables a safetensors file leaves out because HF ties them to another one."""
+    tied = dict(tensors)
+    if config.share_encoder_decoder_embeddings:
+        for side in ("encoder", "decoder"):
+            tied[f"model.{side}.embed_tokens.weight"] = tied["model.shared.weight"]
+    if config.tie_word_embeddings:
+        tied["lm_head.weight"] = tied["model.decoder.embed_tokens.weight"]
+    return tied
 
 
-def marian_spec(model: Any, source: str) -> ModelSpec:
-    config = model.config
-    inner = model.model
-    generation, renormalize, forced_eos = generation_defaults(model.generation_config, config.max_position_embeddings)
+def marian_spec(checkpoint: CheckpointData) -> ModelSpec:
+    config = checkpoint.config
+    tensors = tie_weights(config, checkpoint.tensors)
+    generation, renormalize, forced_eos = generation_defaults(
+        checkpoint.generation_config, config.max_position_embeddings
+    )
     weights: dict[str, np.ndarray] = {}
     aliases: dict[str, str] = {}
 
-    def add_linear(name: str, module: Any) -> None:
-        weights[f"{name}.weight"] = np.ascontiguousarray(_array(module.weight).T)
-        weights[f"{name}.bias"] = _array(module.bias)
+    def tensor(name: str) -> np.ndarray:
+        if name not in tensors:
+            raise CheckpointError(f"{checkpoint.source}: the weights lack {name}")
+        return tensors[name]
 
-    def add_norm(name: str, module: Any) -> None:
-        weights[f"{name}.weight"] = _array(module.weight)
-        weights[f"{name}.bias"] = _array(module.bias)
+    def add_linear(name: str, hf_name: str) -> None:
+        weights[f"{name}.weight"] = np.ascontiguousarray(tensor(f"{hf_name}.weight").T)
+        weights[f"{name}.bias"] = tensor(f"{hf_name}.bias")
 
-    def add_layer(prefix: str, layer: Any, cross: bool) -> None:
-        blocks = [("self_attn", layer.self_attn)] + ([("encoder_attn", layer.encoder_attn)] if cross else [])
-        for block, attention in blocks:
+    def add_norm(name: str, hf_name: str) -> None:
+        weights[f"{name}.weight"] = tensor(f"{hf_name}.weight")
+        weights[f"{name}.bias"] = tensor(f"{hf_name}.bias")
+
+    def add_layer(prefix: str, cross: bool) -> None:
+        hf = f"model.{prefix}"
+        for block in ("self_attn", "encoder_attn") if cross else ("self_attn",):
             for short, projection in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("out", "out_proj")):
-                add_linear(f"{prefix}.{block}.{short}", getattr(attention, projection))
-            add_norm(f"{prefix}.{block}_layer_norm", getattr(layer, f"{block}_layer_norm"))
-        add_linear(f"{prefix}.fc1", layer.fc1)
-        add_linear(f"{prefix}.fc2", layer.fc2)
-        add_norm(f"{prefix}.final_layer_norm", layer.final_layer_norm)
+                add_linear(f"{prefix}.{block}.{short}", f"{hf}.{block}.{projection}")
+            add_norm(f"{prefix}.{block}_layer_norm", f"{hf}.{block}_layer_norm")
+        add_linear(f"{prefix}.fc1", f"{hf}.fc1")
+        add_linear(f"{prefix}.fc2", f"{hf}.fc2")
+        add_norm(f"{prefix}.final_layer_norm", f"{hf}.final_layer_norm")
 
-    encoder_table = _array(inner.encoder.embed_tokens.weight)
-    decoder_table = _array(inner.decoder.embed_tokens.weight)
-    head = _array(model.lm_head.weight)
+    encoder_table = tensor("model.encoder.embed_tokens.weight")
+    decoder_table = tensor("model.decoder.embed_tokens.weight")
+    head = tensor("lm_head.weight")
     weights["encoder.embed_tokens"] = encoder_table
     # Tied tables are stored once: compare values, not object identity, so a checkpoint that
     # saved two equal copies is deduplicated too.
@@ -55,16 +70,16 @@ def marian_spec(model: Any, source: str) -> ModelSpec:
         aliases["lm_head.weight"] = "decoder.embed_tokens"
     else:
         weights["lm_head.weight"] = head
-    weights["final_logits_bias"] = _array(model.final_logits_bias).reshape(-1)
+    weights["final_logits_bias"] = tensor("final_logits_bias").reshape(-1)
     weights["positions"] = sinusoidal_positions(config.max_position_embeddings, config.d_model)
-    for index, layer in enumerate(inner.encoder.layers):
-        add_layer(f"encoder.layers.{index}", layer, cross=False)
-    for index, layer in enumerate(inner.decoder.layers):
-        add_layer(f"decoder.layers.{index}", layer, cross=True)
+    for index in range(config.encoder_layers):
+        add_layer(f"encoder.layers.{index}", cross=False)
+    for index in range(config.decoder_layers):
+        add_layer(f"decoder.layers.{index}", cross=True)
 
     return ModelSpec(
         architecture="MarianMTModel",
-        source=source,
+        source=checkpoint.source,
         d_model=config.d_model,
         encoder_layers=config.encoder_layers,
         decoder_layers=config.decoder_layers,
