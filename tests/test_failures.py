@@ -51,16 +51,31 @@ def test_killed_export_leaves_no_file(tmp_path: Path) -> None:
     def staging() -> list[Path]:
         return [p for p in tmp_path.iterdir() if ".graphgen-staging-" in p.name]
 
-    moments = ["0.5s", "2s", "saving"]
-    for moment in moments:
-        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if moment == "saving":  # the most dangerous moment: the model is being written
-            while process.poll() is None and not any(any(p.iterdir()) for p in staging()):
-                time.sleep(0.002)
-        else:
-            time.sleep(float(moment[:-1]))
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
+    def writing() -> bool:
+        """A staging directory holds a file: the model is being written (the path check's probe is empty)."""
+        for folder in staging():
+            try:
+                if any(folder.iterdir()):
+                    return True
+            except FileNotFoundError:  # removed between listing and reading
+                continue
+        return False
+
+    for moment in ["0.5s", "2s", "saving"]:
+        for _ in range(5):  # the write takes milliseconds: try again if the export finished first
+            process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if moment == "saving":  # the most dangerous moment: the model is being written
+                while process.poll() is None and not writing():
+                    time.sleep(0.001)
+            else:
+                time.sleep(float(moment[:-1]))
+            finished_first = process.poll() is not None
+            if not finished_first:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait()
+                break
+            output.unlink(missing_ok=True)
+        assert not finished_first, f"never caught the export at {moment}"
         assert not output.exists(), moment
     assert staging(), "the saving-moment kill should have left a staging directory behind"
     done = subprocess.run([*command, "-q"], capture_output=True, text=True, timeout=600, cwd=REPO)
