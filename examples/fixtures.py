@@ -5,6 +5,8 @@ sources, and the answers of graphgen's Python path for them:
 
 * ``expected.txt``: ``graphgen.Translator`` output, one line per source (the Java, Rust and C
   examples must print the same strings);
+* ``long.txt``: a source longer than the model's 512 positions, then its translation with
+  ``truncate=True`` (without it the file must stop with an error naming the limit);
 * ``ids.json``: batches of ``input_ids``/``attention_mask`` from HF's MarianTokenizer, with the
   ``sequences`` that Python ONNX Runtime returns for them from the id-level file (the Node
   examples must return the same ids).
@@ -37,6 +39,9 @@ def main(out: Path) -> None:
     translator = graphgen.Translator(text_model)
     expected = [t for start in range(0, len(sources), 16) for t in translator.translate(sources[start : start + 16])]
     (out / "expected.txt").write_text("".join(f"{t}\n" for t in expected), encoding="utf-8")
+    long = ">>cmn_Hans<< " + "My sister bought 12 books yesterday. " * 80  # about 1,300 tokens
+    truncated = translator.translate([long], truncate=True)[0]
+    (out / "long.txt").write_text(f"{long}\n{truncated}\n", encoding="utf-8")
 
     tokenizer = MarianTokenizer.from_pretrained(DEMO)
     options = ort.SessionOptions()

@@ -56,6 +56,34 @@ class TranslatorTest {
   }
 
   @Test
+  void longSourceIsAnErrorNamingTheLimit() throws IOException {
+    List<String> lines = Files.readAllLines(Path.of(System.getProperty("graphgen.long")), StandardCharsets.UTF_8);
+    var error = assertThrows(OrtException.class, () -> translator.translate(List.of(lines.get(0))));
+    assertTrue(error.getMessage().contains("longer than the model's limit of 512 tokens"), error.getMessage());
+  }
+
+  /**
+   * The Java binding (1.29) accepts only the inputs without a default: {@code OrtSession.run} refuses
+   * more inputs than {@code getNumInputs()}, which leaves out the optional ones (truncate, num_beams,
+   * ...). This test fails, and should be turned around, the day a release lets Java set them.
+   */
+  @Test
+  void javaCannotSetTheOptionalInputs() throws IOException, OrtException {
+    Path model = Path.of(System.getProperty("graphgen.model"));
+    var env = ai.onnxruntime.OrtEnvironment.getEnvironment();
+    try (var options = new ai.onnxruntime.OrtSession.SessionOptions()) {
+      options.registerCustomOpLibrary(ai.onnxruntime.extensions.OrtxPackage.getLibraryPath());
+      try (var session = env.createSession(model.toString(), options);
+          var text = ai.onnxruntime.OnnxTensor.createTensor(env, new String[] {"x"}, new long[] {1});
+          var cut = ai.onnxruntime.OnnxTensor.createTensor(env, new boolean[] {true})) {
+        assertEquals(1, session.getNumInputs());
+        var error = assertThrows(OrtException.class, () -> session.run(java.util.Map.of("text", text, "truncate", cut)));
+        assertTrue(error.getMessage().contains("Unexpected number of inputs"), error.getMessage());
+      }
+    }
+  }
+
+  @Test
   void emptyBatchGivesNoTranslations() throws OrtException {
     assertTrue(translator.translate(List.of()).isEmpty());
   }
