@@ -6,7 +6,9 @@ sources, and the answers of graphgen's Python path for them:
 * ``expected.txt``: ``graphgen.Translator`` output, one line per source (the Java, Rust and C
   examples must print the same strings);
 * ``long.txt``: a source longer than the model's 512 positions, then its translation with
-  ``truncate=True`` (without it the file must stop with an error naming the limit);
+  ``truncate=True`` (without it the file must stop with an error naming the limit), and
+  ``demo-en-zh-truncate.onnx``, a copy with ``truncate`` baked in (``graphgen bake --truncate``)
+  for bindings that cannot set optional inputs (Java);
 * ``ids.json``: batches of ``input_ids``/``attention_mask`` from HF's MarianTokenizer, with the
   ``sequences`` that Python ONNX Runtime returns for them from the id-level file (the Node
   examples must return the same ids).
@@ -29,6 +31,7 @@ def main(out: Path) -> None:
     from transformers import MarianTokenizer
 
     import graphgen
+    from graphgen._bake import write_baked
 
     out.mkdir(parents=True, exist_ok=True)
     text_model, id_model = out / "demo-en-zh.onnx", out / "demo-en-zh-ids.onnx"
@@ -42,6 +45,7 @@ def main(out: Path) -> None:
     long = ">>cmn_Hans<< " + "My sister bought 12 books yesterday. " * 80  # about 1,300 tokens
     truncated = translator.translate([long], truncate=True)[0]
     (out / "long.txt").write_text(f"{long}\n{truncated}\n", encoding="utf-8")
+    write_baked(text_model, out / "demo-en-zh-truncate.onnx", truncate=True)
 
     tokenizer = MarianTokenizer.from_pretrained(DEMO)
     options = ort.SessionOptions()

@@ -136,7 +136,7 @@ class Item:
     translation: Translation | None = None
 
 
-def translate_items(translator: Translator, items: list[Item], truncate: bool, settings: dict[str, Any]) -> None:
+def translate_items(translator: Translator, items: list[Item], truncate: bool | None, settings: dict[str, Any]) -> None:
     """Fill in each item's translation or error; one bad line does not fail its batch-mates.
 
     A blank line (whitespace only) stays blank: a model asked to translate nothing still writes
@@ -184,7 +184,7 @@ def translate_lines(
     first_line: int = 1,
     batch_size: int = 16,
     window: int = 256,
-    truncate: bool = False,
+    truncate: bool | None = None,
     settings: dict[str, Any] | None = None,
 ) -> Iterator[tuple[str, LineError | None]]:
     """Output lines in input order, each with the error that made it a placeholder, if any.
@@ -261,7 +261,7 @@ def translate_file(
     on_error: Literal["fail", "skip"] = "fail",
     batch_size: int = 16,
     window: int = 256,
-    truncate: bool = False,
+    truncate: bool | None = None,
     settings: dict[str, Any] | None = None,
     progress: bool = True,
     report: Callable[[LineError], None] | None = None,

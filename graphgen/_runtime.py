@@ -114,6 +114,7 @@ class Translator:
         self.defaults: dict[str, Any] = json.loads(meta["graphgen.generation_defaults"])
         self.max_positions = int(meta.get("graphgen.max_positions", 0)) or None
         self.path = path
+        self._baked_truncate = bool(json.loads(meta.get("graphgen.baked", "{}")).get("truncate", False))
         optional = self._session.get_overridable_initializers()  # inputs with a default
         self._inputs = {value.name for value in [*self._session.get_inputs(), *optional]}
 
@@ -121,24 +122,26 @@ class Translator:
         """The checkpoint defaults with ``overrides`` applied, validated."""
         return generation_settings(self.defaults, self.max_positions, overrides)
 
-    def run(self, texts: Sequence[str], *, truncate: bool = False, **overrides: Any) -> dict[str, np.ndarray]:
+    def run(self, texts: Sequence[str], *, truncate: bool | None = None, **overrides: Any) -> dict[str, np.ndarray]:
         """All outputs of the graph (``translation``, ``sequences``, ``sequence_scores``).
 
         A text with more tokens than the model has positions raises :class:`SourceTooLongError`,
         unless ``truncate`` is true: then it is cut to the limit as HF's ``truncation=True`` cuts it.
+        ``None`` (the default) means false, or what a baked copy fixed.
         """
         if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
             raise TypeError("texts must be a sequence of str")
         values = self.settings(overrides)
         feeds: dict[str, np.ndarray] = {"text": np.array(list(texts), dtype=object)}
-        for name in INT_PARAMETERS:
-            feeds[name] = np.array([values[name]], dtype=np.int32)
-        for name in FLOAT_PARAMETERS:
-            feeds[name] = np.array([values[name]], dtype=np.float32)
+        for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS):
+            if name in self._inputs:
+                feeds[name] = np.array([values[name]], dtype=np.int32 if name in INT_PARAMETERS else np.float32)
+            elif values[name] != self.defaults[name]:
+                raise GraphgenError(f"{name} is fixed to {self.defaults[name]} in {self.path} (a baked copy)")
         if "truncate" in self._inputs:
             feeds["truncate"] = np.array([bool(truncate)])
-        elif truncate:
-            raise GraphgenError(f"{self.path} has no truncate input; export it again with this graphgen version")
+        elif truncate is not None and truncate != self._baked_truncate:
+            raise GraphgenError(f"{self.path} has no truncate input (an older export, or a baked copy)")
         if not texts:
             returns = values["num_return_sequences"]
             return {
@@ -163,6 +166,7 @@ class Translator:
         pass per text.
         """
         cheap = {"num_beams": 1, "num_return_sequences": 1, "max_length": 3, "min_length": 0}
+        cheap = {name: value for name, value in cheap.items() if name in self._inputs}  # a baked copy fixes them
         found = []
         for index, text in enumerate(texts):
             try:
@@ -182,7 +186,7 @@ class Translator:
         )
 
     def translate(
-        self, texts: Sequence[str], *, truncate: bool = False, **overrides: Any
+        self, texts: Sequence[str], *, truncate: bool | None = None, **overrides: Any
     ) -> list[str] | list[list[str]]:
         """One translation per text, or a list of ``num_return_sequences`` per text when > 1."""
         result = self.run(texts, truncate=truncate, **overrides)["translation"]

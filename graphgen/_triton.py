@@ -2,9 +2,9 @@
 
 Triton does not accept optional inputs on a model that batches, and graphgen's generation knobs
 (``num_beams``, ``max_length``, ``truncate``, ...) are optional inputs. The repository therefore
-gets a copy of the file in which those inputs are baked: each becomes a plain initializer holding
-the chosen value. The ``config.pbtxt`` is derived from the baked model's own inputs and outputs,
-so names, types and ranks cannot drift from the graph. The text-level file needs the
+gets a copy of the file with those inputs baked (``graphgen._bake``). The ``config.pbtxt`` is
+derived from the baked model's own inputs and outputs, so names, types and ranks cannot drift
+from the graph. The text-level file needs the
 onnxruntime-extensions library inside the server (``model_operations``); the library that the
 Python wheel ships links against Python and does not load there, so its path in the server is a
 parameter.
@@ -20,12 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import onnx
-from onnx import ModelProto, TensorProto, ValueInfoProto, numpy_helper
+from onnx import ModelProto, TensorProto, ValueInfoProto
 
+from ._bake import load_baked, metadata
 from ._errors import GraphgenError, OutputPathError
-from ._runtime import FLOAT_PARAMETERS, INT_PARAMETERS, generation_settings
 from ._save import remove_stale_staging, save_model, staging_directory
 
 _TRITON_TYPES = {
@@ -45,38 +43,6 @@ class TritonOptions:
     max_queue_delay_microseconds: int = 5000
     instances: int = 1
     extensions_library: str = "libortextensions.so"  # its path inside the server
-
-
-def _metadata(model: ModelProto) -> dict[str, str]:
-    return {prop.key: prop.value for prop in model.metadata_props}
-
-
-def bake_optional_inputs(model: ModelProto, values: dict[str, Any]) -> dict[str, Any]:
-    """Turn every optional input (an input with a same-named initializer) into a constant.
-
-    ``values`` gives the constant for some of them; the others keep their default. Returns what
-    was baked, name → value.
-    """
-    initializers = {tensor.name: tensor for tensor in model.graph.initializer}
-    optional = [value for value in model.graph.input if value.name in initializers]
-    unknown = set(values) - {value.name for value in optional}
-    if unknown:
-        raise GraphgenError(f"the model has no optional input(s) {', '.join(sorted(unknown))}")
-    baked: dict[str, Any] = {}
-    for value in optional:
-        tensor = initializers[value.name]
-        current = numpy_helper.to_array(tensor)
-        if value.name in values:
-            current = np.array([values[value.name]], dtype=current.dtype).reshape(current.shape)
-            tensor.CopyFrom(numpy_helper.from_array(current, value.name))
-        baked[value.name] = current.reshape(-1)[0].item()
-        model.graph.input.remove(value)
-    # Dimensions named after a baked input are now fixed (``translation`` is [batch, num_return_sequences]).
-    for output in model.graph.output:
-        for dim in output.type.tensor_type.shape.dim:
-            if dim.dim_param in baked and isinstance(baked[dim.dim_param], int):
-                dim.dim_value = baked[dim.dim_param]
-    return baked
 
 
 def _dims(value: ValueInfoProto) -> list[int]:
@@ -100,7 +66,7 @@ def _tensor_entry(value: ValueInfoProto) -> str:
 
 def model_config(model: ModelProto, options: TritonOptions, baked: dict[str, Any]) -> str:
     """``config.pbtxt`` text for ``model`` (already baked) in the protobuf text format."""
-    meta = _metadata(model)
+    meta = metadata(model)
     parts = [
         f"# Written by graphgen {meta.get('graphgen.version', '')} from {meta.get('graphgen.source', '?')}.",
         f"# Generation settings baked into model.onnx: {json.dumps(baked, sort_keys=True)}",
@@ -144,24 +110,7 @@ def write_repository(
     if target.exists() and not overwrite:
         raise OutputPathError(f"{target} exists; pass --overwrite to replace it")
     report(f"reading {source}")
-    try:
-        model = onnx.load(str(source))
-    except Exception as error:  # protobuf raises several types for files that are not models
-        raise GraphgenError(f"cannot read {source} as an ONNX model: {error}") from error
-    meta = _metadata(model)
-    if "graphgen.generation_defaults" not in meta:
-        raise GraphgenError(f"{source} was not written by graphgen export")
-    max_positions = int(meta.get("graphgen.max_positions", 0)) or None
-    try:
-        chosen = generation_settings(json.loads(meta["graphgen.generation_defaults"]), max_positions, settings or {})
-    except (TypeError, ValueError) as error:
-        raise GraphgenError(str(error)) from error
-    values: dict[str, Any] = {name: chosen[name] for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS)}
-    if truncate is not None:
-        if meta.get("graphgen.interface") != "text":
-            raise GraphgenError("--truncate applies to text-level files only")
-        values["truncate"] = truncate
-    baked = bake_optional_inputs(model, values)
+    model, baked = load_baked(source, settings, truncate)
     remove_stale_staging(repository)
     with staging_directory(repository, options.name) as staging:
         built = staging / options.name

@@ -63,7 +63,7 @@ def _translate(args: argparse.Namespace) -> int:
             raise GraphgenError("give texts as arguments or --input, not both")
         for start in range(0, len(args.text), args.batch_size):
             batch = args.text[start : start + args.batch_size]
-            for result in translator.translate(batch, truncate=args.truncate, **overrides):
+            for result in translator.translate(batch, truncate=True if args.truncate else None, **overrides):
                 line = result if isinstance(result, str) else "\t".join(result)
                 print(line.replace("\n", " "), flush=True)
         return 0
@@ -87,7 +87,7 @@ def _translate_file(args: argparse.Namespace, translator: object, overrides: dic
         on_error=args.on_error,
         batch_size=min(args.batch_size, window),
         window=window,
-        truncate=args.truncate,
+        truncate=True if args.truncate else None,
         settings=overrides,
         progress=not args.quiet and not interactive,
     )
@@ -130,6 +130,14 @@ def _triton(args: argparse.Namespace) -> int:
         progress=progress,
     )
     progress(f"wrote {', '.join(str(f) for f in files)}")
+    return 0
+
+
+def _bake(args: argparse.Namespace) -> int:
+    from ._bake import write_baked
+
+    files = write_baked(Path(args.model), Path(args.output), _overrides(args), truncate=True if args.truncate else None)
+    print(f"[graphgen] wrote {', '.join(str(f) for f in files)}", file=sys.stderr)
     return 0
 
 
@@ -279,6 +287,19 @@ def build_parser() -> argparse.ArgumentParser:
     triton.add_argument("-q", "--quiet", action="store_true", help="print no progress messages")
     _generation_options(triton)
     triton.set_defaults(run=_triton)
+
+    bake = commands.add_parser(
+        "bake",
+        help="write a copy of an exported file with its generation settings fixed",
+        description="Write a copy of MODEL in which the optional inputs (generation settings, truncate) are "
+        "constants: the file's defaults, or the values given below. For hosts that cannot set optional "
+        "inputs, such as the Java binding (its OrtSession.run accepts only inputs without a default).",
+    )
+    bake.add_argument("model", help="an .onnx file written by graphgen export")
+    bake.add_argument("-o", "--output", required=True, help="the .onnx file to write (written atomically)")
+    bake.add_argument("--truncate", action="store_true", help="fix truncate=true (cut sources at the limit)")
+    _generation_options(bake)
+    bake.set_defaults(run=_bake)
 
     verify = commands.add_parser(
         "verify",

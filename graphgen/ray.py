@@ -42,7 +42,7 @@ class TranslateBatch:
         output_column: str,
         error_column: str,
         threads: int | None,
-        truncate: bool,
+        truncate: bool | None,
         settings: dict[str, Any],
     ) -> None:
         (source,) = model  # an object-store reference (wrapped, so Ray hands it over unresolved) or a path
@@ -79,7 +79,7 @@ def translate(
     concurrency: int = 2,
     threads_per_actor: int = 1,
     cpus_per_actor: float | None = None,
-    truncate: bool = False,
+    truncate: bool | None = None,
     ship_model: bool = True,
     **settings: Any,
 ) -> ray.data.Dataset:

@@ -56,10 +56,16 @@ class TranslatorTest {
   }
 
   @Test
-  void longSourceIsAnErrorNamingTheLimit() throws IOException {
+  void longSourceIsAnErrorNamingTheLimitUnlessTheFileTruncates() throws IOException, OrtException {
     List<String> lines = Files.readAllLines(Path.of(System.getProperty("graphgen.long")), StandardCharsets.UTF_8);
     var error = assertThrows(OrtException.class, () -> translator.translate(List.of(lines.get(0))));
     assertTrue(error.getMessage().contains("longer than the model's limit of 512 tokens"), error.getMessage());
+    // `graphgen bake --truncate` wrote a copy that cuts long sources, as Python's truncate=True does.
+    Path baked = Path.of(System.getProperty("graphgen.model")).resolveSibling("demo-en-zh-truncate.onnx");
+    try (Translator truncating = new Translator(baked)) {
+      assertEquals(lines.get(1), truncating.translate(List.of(lines.get(0))).get(0));
+      assertEquals(expected.get(0), truncating.translate(List.of(sources.get(0))).get(0));
+    }
   }
 
   /**
