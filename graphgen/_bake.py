@@ -79,7 +79,7 @@ def load_baked(
     baked = bake_optional_inputs(model, values)
     # The file's defaults are now its fixed settings; graphgen.baked lists the inputs gone, with their values.
     defaults = json.loads(meta["graphgen.generation_defaults"])
-    defaults.update({name: value for name, value in baked.items() if name in defaults})
+    defaults.update({name: value for name, value in values.items() if name in defaults})  # as given, not float32
     onnx.helper.set_model_props(
         model,
         {
