@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import venv
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,21 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_DIR = REPO / "models" / "demo-en-zh"
+
+
+def cached_venv(folder: Path, *requirements: str) -> Path:
+    """The interpreter of a venv holding ``requirements``, built on first use and kept.
+
+    A marker file says the venv is whole, so an interrupted build is redone, not reused.
+    """
+    python = folder / "bin" / "python"
+    marker = folder / ".complete"
+    if not marker.is_file():
+        venv.create(folder, with_pip=True, clear=True)
+        command = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements]
+        subprocess.run(command, check=True)
+        marker.touch()
+    return python
 
 
 def demo_test_pairs() -> list[tuple[str, str]]:
@@ -21,6 +38,16 @@ def demo_test_pairs() -> list[tuple[str, str]]:
 @pytest.fixture(scope="session")
 def demo_dir() -> Path:
     return DEMO_DIR
+
+
+@pytest.fixture(scope="session")
+def demo_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo model exported text-level with the defaults; shared, so tests must not change it."""
+    from graphgen import export
+
+    path = tmp_path_factory.mktemp("demo") / "demo.onnx"
+    export(str(DEMO_DIR), str(path))
+    return path
 
 
 def random_marian(directory: Path, seed: int = 0, **overrides: object) -> Path:

@@ -8,20 +8,13 @@ from pathlib import Path
 
 import onnxruntime as ort
 import pytest
-from conftest import DEMO_DIR, REPO, demo_test_pairs
+from conftest import REPO, demo_test_pairs
 
-from graphgen import GraphgenError, Translator, export
+from graphgen import GraphgenError, Translator
 from graphgen._runtime import session_options
 
 SOURCES = [source for source, _ in demo_test_pairs()][:24]
 LONG = ">>cmn_Hans<< " + "I have three cats. " * 200
-
-
-@pytest.fixture(scope="module")
-def demo_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("bake") / "demo.onnx"
-    export(str(DEMO_DIR), str(path))
-    return path
 
 
 def graphgen_bake(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -10,10 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from conftest import DEMO_DIR, REPO, demo_test_pairs
 
-from graphgen import Translator, export
+from graphgen import Translator
 from graphgen._bulk import JsonLines, TextLines, translate_lines
 
 sys.path.insert(0, str(DEMO_DIR))
@@ -21,13 +20,6 @@ from corpus import generate_pairs  # the demo model's corpus generator
 
 SOURCES = [source for source, _ in demo_test_pairs()]
 LONG = ">>cmn_Hans<< " + "I have three cats. " * 200  # about 1,200 tokens; the demo model has 512 positions
-
-
-@pytest.fixture(scope="module")
-def demo_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("bulk") / "demo.onnx"
-    export(str(DEMO_DIR), str(path))
-    return path
 
 
 def graphgen_translate(*args: str | Path, **kwargs: object) -> subprocess.CompletedProcess[str]:

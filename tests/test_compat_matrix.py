@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import venv
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +18,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import REPO, demo_test_pairs
+from conftest import REPO, cached_venv, demo_test_pairs
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import Translator, export
@@ -34,20 +33,14 @@ BATCH = 16
 
 
 def _cell_python(runtime: str, extensions: str) -> Path:
-    """The cell's interpreter; the venv is built on first use and kept (a marker file says it is whole)."""
-    folder = MATRIX_DIR / f"ort-{runtime}-ext-{extensions}"
-    python = folder / "bin" / "python"
-    marker = folder / ".complete"
-    if not marker.is_file():
-        venv.create(folder, with_pip=True, clear=True)
-        numpy = "numpy<2" if tuple(map(int, runtime.split(".")[:2])) < (1, 19) else "numpy<2.4"
-        subprocess.run(
-            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             f"onnxruntime=={runtime}", f"onnxruntime-extensions=={extensions}", numpy],
-            check=True,
-        )  # fmt: skip
-        marker.touch()
-    return python
+    """The cell's interpreter (its venv is built on first use and kept)."""
+    numpy = "numpy<2" if tuple(map(int, runtime.split(".")[:2])) < (1, 19) else "numpy<2.4"
+    return cached_venv(
+        MATRIX_DIR / f"ort-{runtime}-ext-{extensions}",
+        f"onnxruntime=={runtime}",
+        f"onnxruntime-extensions=={extensions}",
+        numpy,
+    )
 
 
 @pytest.fixture(scope="module")

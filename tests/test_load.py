@@ -5,13 +5,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import textwrap
-import venv
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import DEMO_DIR, REPO, random_marian
+from conftest import DEMO_DIR, REPO, cached_venv, random_marian
 from transformers import AutoConfig, MarianMTModel
 
 from graphgen import CheckpointError, export
@@ -81,26 +80,8 @@ def test_missing_weight_is_named(tmp_path: Path) -> None:
 
 
 def no_torch_python() -> Path:
-    """A venv with graphgen[export-safetensors] and no torch, built once and kept."""
-    python = NO_TORCH_VENV / "bin" / "python"
-    marker = NO_TORCH_VENV / ".complete"
-    if not marker.is_file():
-        venv.create(NO_TORCH_VENV, with_pip=True, clear=True)
-        subprocess.run(
-            [
-                python,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "-e",
-                f"{REPO}[export-safetensors]",
-            ],
-            check=True,
-        )
-        marker.touch()
-    return python
+    """A venv with graphgen[export-safetensors] and no torch."""
+    return cached_venv(NO_TORCH_VENV, "-e", f"{REPO}[export-safetensors]")
 
 
 def test_export_without_torch_gives_the_same_file(tmp_path: Path) -> None:

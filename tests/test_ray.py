@@ -11,23 +11,15 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from conftest import DEMO_DIR, REPO
 
-from graphgen import Translator, export
+from graphgen import Translator
 from graphgen._bulk import TextLines, translate_lines
 
 sys.path.insert(0, str(DEMO_DIR))
 from corpus import generate_pairs  # the demo model's corpus generator
 
 LONG = ">>cmn_Hans<< " + "I have three cats. " * 200
-
-
-@pytest.fixture(scope="module")
-def demo_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("ray") / "demo.onnx"
-    export(str(DEMO_DIR), str(path))
-    return path
 
 
 def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) -> None:

@@ -19,13 +19,6 @@ SOURCES = [source for source, _ in demo_test_pairs()]
 Models = tuple[Translator, MarianMTModel, MarianTokenizer]
 
 
-@pytest.fixture(scope="module")
-def demo_onnx(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("text") / "demo.onnx"
-    export(str(demo_dir), str(path))
-    return path
-
-
 @pytest.fixture(scope="module", params=["shared", "separate"])
 def models(request: pytest.FixtureRequest, demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Models:
     directory = demo_dir if request.param == "shared" else request.getfixturevalue("separate_vocab_dir")

@@ -13,13 +13,12 @@ import json
 import subprocess
 import sys
 import textwrap
-import venv
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
-from conftest import DEMO_DIR, REPO, demo_test_pairs
+from conftest import DEMO_DIR, REPO, cached_venv, demo_test_pairs
 
 from graphgen import Translator, export
 from graphgen._runtime import session_options
@@ -31,15 +30,7 @@ ORT_TYPES = {"tensor(string)": "TYPE_STRING", "tensor(int32)": "TYPE_INT32", "te
 
 
 def triton_python() -> Path:
-    python = TRITON_VENV / "bin" / "python"
-    marker = TRITON_VENV / ".complete"
-    if not marker.is_file():
-        venv.create(TRITON_VENV, with_pip=True, clear=True)
-        subprocess.run(
-            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", TRITONCLIENT], check=True
-        )
-        marker.touch()
-    return python
+    return cached_venv(TRITON_VENV, TRITONCLIENT)
 
 
 PARSE = textwrap.dedent("""
