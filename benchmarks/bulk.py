@@ -74,11 +74,11 @@ def main() -> None:
         source.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
         export(str(DEMO), str(work / "graphgen-fp32.onnx"))
         export(str(DEMO), str(work / "graphgen-int8.onnx"), int8=True)
-        export(str(DEMO), str(work / "graphgen-int8-es.onnx"), int8=True, early_stopping=True)
+        export(str(DEMO), str(work / "graphgen-int8-op.onnx"), int8=True, search="op")
         for compute in ("float32", "int8"):
             TransformersConverter(str(DEMO)).convert(str(work / f"ct2-{compute}"), quantization=compute, force=True)
         runs: dict[str, tuple[float, list[str]]] = {}
-        for name in ("graphgen-fp32", "graphgen-int8", "graphgen-int8-es"):
+        for name in ("graphgen-fp32", "graphgen-int8", "graphgen-int8-op"):
             runs[name] = graphgen_run(work / f"{name}.onnx", source, work, args.threads)
             print(f"{name}: {args.lines / runs[name][0]:.0f} lines/s", file=sys.stderr, flush=True)
         for compute in ("float32", "int8"):
@@ -88,7 +88,7 @@ def main() -> None:
     labels = {
         "graphgen-fp32": "graphgen fp32 (`graphgen translate --input`)",
         "graphgen-int8": "graphgen int8",
-        "graphgen-int8-es": "graphgen int8 --early-stopping (batched search)",
+        "graphgen-int8-op": "graphgen int8 --search op (ORT BeamSearch op, one input at a time)",
         "ct2-float32": "CTranslate2 float32 (translate_batch)",
         "ct2-int8": "CTranslate2 int8 (translate_batch)",
     }

@@ -52,7 +52,7 @@ SYSTEMS = [
     System("ct2-int8", "CTranslate2 int8", "main"),
     System("graphgen-fp32", "graphgen fp32", "main"),
     System("graphgen-int8", "graphgen int8", "main"),
-    System("graphgen-int8-es", "graphgen int8 --early-stopping", "main"),
+    System("graphgen-int8-op", "graphgen int8 --search op (ORT BeamSearch op)", "main"),
 ]
 BY_KEY = {system.key: system for system in SYSTEMS}
 
@@ -88,7 +88,7 @@ class _HF:
 # --- graphgen ----------------------------------------------------------------------------------
 
 
-def _prepare_graphgen(key: str, int8: bool, early_stopping: bool | None = None):
+def _prepare_graphgen(key: str, int8: bool, search: str = "auto"):
     def prepare(checkpoint: Path, work: Path) -> None:
         from graphgen._export import export
 
@@ -99,7 +99,7 @@ def _prepare_graphgen(key: str, int8: bool, early_stopping: bool | None = None):
             folder / "model.onnx",
             tokenizer=False,
             int8=int8,
-            early_stopping=early_stopping,
+            search=search,
             progress=lambda _: None,
         )
 
@@ -213,7 +213,7 @@ PREPARE = {
     "ct2-int8": _prepare_ct2("int8"),
     "graphgen-fp32": _prepare_graphgen("graphgen-fp32", False),
     "graphgen-int8": _prepare_graphgen("graphgen-int8", True),
-    "graphgen-int8-es": _prepare_graphgen("graphgen-int8-es", True, early_stopping=True),
+    "graphgen-int8-op": _prepare_graphgen("graphgen-int8-op", True, search="op"),
 }
 LOAD = {
     "hf": lambda checkpoint, work: _HF(checkpoint),
@@ -223,5 +223,5 @@ LOAD = {
     "ct2-int8": lambda checkpoint, work: _CT2(checkpoint, work / "ct2-int8", "int8"),
     "graphgen-fp32": lambda checkpoint, work: _Graphgen(work / "graphgen-fp32" / "model.onnx"),
     "graphgen-int8": lambda checkpoint, work: _Graphgen(work / "graphgen-int8" / "model.onnx"),
-    "graphgen-int8-es": lambda checkpoint, work: _Graphgen(work / "graphgen-int8-es" / "model.onnx"),
+    "graphgen-int8-op": lambda checkpoint, work: _Graphgen(work / "graphgen-int8-op" / "model.onnx"),
 }

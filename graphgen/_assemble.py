@@ -5,7 +5,9 @@ or in the graph directly around the BeamSearch node (ORT looks one level up, no 
 one BeamSearch node, a weight read by one subgraph is that subgraph's initializer and one read by
 both (the tied embedding table, the decoder layers that the 3-input encoder form also runs) goes
 to the graph around the node. When two BeamSearch nodes share the subgraphs
-(``_search.batch_safe_search``) every weight goes to the Loop body that holds both nodes.
+(``_search.batch_safe_search``) every weight goes to the Loop body that holds both nodes. With
+graphgen's own search (``_loop_search``) every weight is an initializer of the outer graph, which
+runs the encoder and the first decoder step and holds the Loop whose body reads them.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ from custom_ops.builder import (
 )
 
 from ._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
+from ._loop_search import loop_search
 from ._quantize import Int8Weights
 from ._search import (
     CHECKED_INPUT_IDS,
     ID_INPUTS,
+    RAW_SEQUENCES,
     SEARCH_CONSTANTS,
     batch_safe_search,
     batched_search,
@@ -91,7 +95,7 @@ def place_weights(
     return outer
 
 
-def metadata(spec: ModelSpec, interface: str, int8: bool = False) -> dict[str, str]:
+def metadata(spec: ModelSpec, interface: str, int8: bool = False, search: str = "op") -> dict[str, str]:
     from . import __version__
 
     defaults = {name: value.item() for name, value in parameter_defaults(spec).items()}
@@ -105,6 +109,7 @@ def metadata(spec: ModelSpec, interface: str, int8: bool = False) -> dict[str, s
         "graphgen.source": spec.source,
         "graphgen.architecture": spec.architecture,
         "graphgen.interface": interface,
+        "graphgen.search": search,
         "graphgen.precision": "int8" if int8 else "float32",
         "graphgen.generation_defaults": json.dumps(defaults, sort_keys=True),
         "graphgen.custom_op_domains": json.dumps([MS_DOMAIN]),
@@ -141,7 +146,26 @@ class _SearchCore:
     outputs: list[ValueInfoProto]
 
 
-def _search_core(spec: ModelSpec, int8: bool, too_long_remedy: str) -> _SearchCore:
+def _loop_search_core(spec: ModelSpec, int8: bool, too_long_remedy: str) -> _SearchCore:
+    """The search in standard ops (``_loop_search``): every weight in the outer graph, which the
+    loop body reads directly (one level down, where ORT still prepacks)."""
+    weights = Int8Weights(spec) if int8 else None
+    search = loop_search(spec, weights, CHECKED_INPUT_IDS, "attention_mask", RAW_SEQUENCES, "sequence_scores")
+    tensors = [numpy_helper.from_array(a, n) for n, a in sorted(_weight_values(spec, search.builders).items())]
+    inputs, defaults, outputs = id_level_io(spec)
+    check = source_length_check(spec, too_long_remedy)
+    trim = trim_sequences(spec)
+    return _SearchCore(
+        nodes=[*check.nodes, *search.nodes, *trim.nodes],
+        initializers=[*defaults, *check.constants, *search.constants, *trim.constants, *tensors],
+        inputs=inputs,
+        outputs=outputs,
+    )
+
+
+def _search_core(spec: ModelSpec, int8: bool, too_long_remedy: str, search: str = "op") -> _SearchCore:
+    if search == "loop":
+        return _loop_search_core(spec, int8, too_long_remedy)
     weights = Int8Weights(spec) if int8 else None
     encoder = build_encoder_graph(spec, weights)
     decoder = build_decoder_graph(spec, weights)
@@ -167,23 +191,25 @@ def _search_core(spec: ModelSpec, int8: bool, too_long_remedy: str) -> _SearchCo
     )
 
 
-def build_id_model(spec: ModelSpec, *, int8: bool = False) -> ModelProto:
+def build_id_model(spec: ModelSpec, *, int8: bool = False, search: str = "op") -> ModelProto:
     """ids in, ids out: the BeamSearch node over the encoder and decoder subgraphs."""
-    core = _search_core(spec, int8, "pass at most that many ids per row")
+    core = _search_core(spec, int8, "pass at most that many ids per row", search)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs, initializer=core.initializers)
-    model = make_model(graph, metadata(spec, "ids", int8))
+    model = make_model(graph, metadata(spec, "ids", int8, search))
     apply_compatibility_passes(model)
     return model
 
 
-def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary, *, int8: bool = False) -> ModelProto:
+def build_text_model(
+    spec: ModelSpec, vocabulary: MarianVocabulary, *, int8: bool = False, search: str = "op"
+) -> ModelProto:
     """strings in, strings out: tokenizer → BeamSearch → detokenizer in one graph.
 
     A source with more tokens than the model has positions stops the run with a message naming
     the limit, unless the optional ``truncate`` input is true: then it is cut as HF's
     ``truncation=True`` cuts it, to the tokenizer's ``model_max_length`` (or the positions, when fewer).
     """
-    core = _search_core(spec, int8, f"shorten it, or set the optional input {TRUNCATE_INPUT} to true to cut it")
+    core = _search_core(spec, int8, f"shorten it, or set the optional input {TRUNCATE_INPUT} to true to cut it", search)
     pre = GraphBuilder("tokenizer")
     limit = pre.op(
         "Where",
@@ -219,7 +245,7 @@ def build_text_model(spec: ModelSpec, vocabulary: MarianVocabulary, *, int8: boo
             *tables,
         ],
     )
-    props = metadata(spec, "text", int8)
+    props = metadata(spec, "text", int8, search)
     props["graphgen.custom_op_domains"] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
     props["graphgen.min_extensions"] = MIN_EXTENSIONS
     model = make_model(graph, props, domains=[(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)])

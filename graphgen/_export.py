@@ -23,6 +23,20 @@ from ._tokenizer_graphs import load_vocabulary
 log = logging.getLogger(__name__)
 
 
+SEARCHES = ("auto", "loop", "op")
+
+
+def choose_search(search: str, fp16: bool) -> str:
+    """``"loop"`` or ``"op"`` for ``search``; an explicit choice that cannot be honoured is an error."""
+    if search not in SEARCHES:
+        raise GraphgenError(f"unknown search {search!r}; choose one of {', '.join(SEARCHES)}")
+    if search == "auto":
+        return "op" if fp16 else "loop"
+    if search == "loop" and fp16:
+        raise GraphgenError("float16 graphs are built for the BeamSearch op (--fp16): use search='op' or 'auto'")
+    return search
+
+
 @dataclass
 class ExportResult:
     files: list[Path]
@@ -38,6 +52,7 @@ def export(
     int8: bool = False,
     fp16: bool = False,
     early_stopping: bool | None = None,
+    search: str = "auto",
     ort: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
@@ -52,6 +67,10 @@ def export(
     ``num_beams`` hypotheses have ended (HF ``generate(early_stopping=True)``, which the graph then
     equals), and lets beam search run batched instead of one input at a time: faster for batches,
     but for some inputs a different result than the checkpoint's default ``False``.
+    ``search`` picks how the search runs: ``"loop"`` is graphgen's beam search in standard ONNX
+    ops (``_loop_search``: a whole batch at once, HF's result for every returned hypothesis),
+    ``"op"`` ORT's ``com.microsoft.BeamSearch`` op (one input at a time unless early stopping is
+    on), ``"auto"`` the loop, except for ``fp16`` (float16 subgraphs are made for the op).
     ``ort`` (``"arm"`` or ``"amd64"``) also writes the ``.ort`` file for mobile apps and its
     ``required_operators.config`` for a reduced-operator ONNX Runtime build, optimized for that
     processor.
@@ -72,14 +91,15 @@ def export(
     spec = checkpoint.spec
     if early_stopping is not None:
         spec.generation = dataclasses.replace(spec.generation, early_stopping=early_stopping)
+    search = choose_search(search, fp16)
     report(
-        f"building graphs: {spec.architecture}, {spec.encoder_layers}+{spec.decoder_layers} layers, "
+        f"building graphs ({search} search): {spec.architecture}, {spec.encoder_layers}+{spec.decoder_layers} layers, "
         f"d_model {spec.d_model}, vocab {spec.target_vocab_size}"
     )
     if vocabulary is None:
-        onnx_model = build_id_model(spec, int8=int8)
+        onnx_model = build_id_model(spec, int8=int8, search=search)
     else:
-        onnx_model = build_text_model(spec, vocabulary, int8=int8)
+        onnx_model = build_text_model(spec, vocabulary, int8=int8, search=search)
     if fp16:
         report("converting the search to float16")
         to_float16(onnx_model)

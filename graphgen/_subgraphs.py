@@ -108,7 +108,8 @@ class _Transformer:
     def split_heads(self, x: str, heads: int) -> str:
         """[B, T, D] → [B, H, T, D/H]."""
         head_dim = self.spec.d_model // heads
-        return self.b.transpose(self.b.reshape(x, [0, -1, heads, head_dim]), [0, 2, 1, 3])
+        # [0, 0, ...] rather than [0, -1, ...]: -1 cannot be inferred from an empty batch
+        return self.b.transpose(self.b.reshape(x, [0, 0, heads, head_dim]), [0, 2, 1, 3])
 
     def attention(self, q: str, k: str, v: str, heads: int, mask: str) -> str:
         """Self-attention over unmasked keys, as one com.microsoft ``MultiHeadAttention`` kernel.
@@ -211,14 +212,23 @@ class _Transformer:
         past_self: list[tuple[str, str]] | None,
         cross: list[tuple[str, str]],
         mask: str,
+        *,
+        cross_bias: str | None = None,
+        processors: bool = True,
     ) -> tuple[str, list[tuple[str, str]]]:
-        """One decoding step for ``input_ids`` [B, 1]; returns logits [B, 1, V] and the new self caches."""
+        """One decoding step for ``input_ids`` [B, 1]; returns logits [B, 1, V] and the new self caches.
+
+        ``cross_bias`` is ``padding_bias(mask)`` when the caller has it already (a search loop computes
+        it once, not per step). With ``processors=False`` the logits are the model's own (HF's
+        ``outputs.logits``): the caller applies the logits processors itself.
+        """
         b, spec = self.b, self.spec
         heads = spec.decoder_heads
         position = b.op("Gather", [self.w("positions"), past_length])
         x = self.embed(input_ids, "decoder.embed_tokens", position)
         presents = []
-        cross_bias = self.padding_bias(mask, heads)
+        if cross_bias is None:
+            cross_bias = self.padding_bias(mask, heads)
         for index in range(spec.decoder_layers):
             prefix = f"decoder.layers.{index}"
             q, k, v = self.fused_linear(x, [f"{prefix}.self_attn.{p}" for p in "qkv"])
@@ -233,20 +243,25 @@ class _Transformer:
             x = self.layer_norm(b.add(x, attended), f"{prefix}.encoder_attn_layer_norm")
             hidden = self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
             x = self.layer_norm(b.add(x, hidden), f"{prefix}.final_layer_norm")
+        if not processors:
+            return self.logits(x, None), presents
         return self.logits(x, b.op("Add", [past_length, b.const(i64(1))])), presents
 
-    def logits(self, hidden: str, current_length: str) -> str:
+    def logits(self, hidden: str, current_length: str | None) -> str:
         """Output projection with the bias and the in-graph logits processors.
 
         ``current_length`` is the length of the sequence generated so far, decoder start included,
-        which is what HF's processors compare against ``min_length`` and ``max_length``.
+        which is what HF's processors compare against ``min_length`` and ``max_length``; ``None``
+        leaves the processors out.
         """
         b, spec = self.b, self.spec
         flat = b.reshape(hidden, [-1, spec.d_model])
         # The processors mask whole vocabulary columns, the same for every row, so they pick one of a
         # few precomputed [V] bias rows rather than editing the logits ([rows, V]) on every step.
         variants = bias_variants(spec)
-        if len(variants) == 1:
+        if current_length is None:
+            bias = b.derived("final_logits_bias_row", final_logits_bias(spec))
+        elif len(variants) == 1:
             bias = b.derived("logits_bias", variants[0])
         else:
             length32 = b.op("Cast", [current_length], to=INT32)
@@ -268,9 +283,13 @@ class _Transformer:
         return b.reshape(logits, [-1, 1, spec.target_vocab_size])
 
 
+def final_logits_bias(spec: ModelSpec) -> np.ndarray:
+    return spec.weight("final_logits_bias").reshape(-1).astype(np.float32).copy()
+
+
 def logits_bias(spec: ModelSpec) -> np.ndarray:
     """``final_logits_bias`` with ``-inf`` on banned tokens when HF renormalises after banning."""
-    bias = spec.weight("final_logits_bias").reshape(-1).astype(np.float32).copy()
+    bias = final_logits_bias(spec)
     if spec.renormalize_logits:
         bias[list(spec.generation.bad_token_ids)] = NEG_INF
     return bias

@@ -28,6 +28,7 @@ def _export(args: argparse.Namespace) -> int:
         int8=args.int8,
         fp16=args.fp16,
         early_stopping=True if args.early_stopping else None,
+        search=args.search,
         ort=args.ort,
         progress=progress,
     )
@@ -162,8 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser(
         "export",
         help="export a translation checkpoint to one ONNX file",
-        description="Export a HuggingFace translation checkpoint to one ONNX file in which ONNX Runtime's "
-        "BeamSearch op runs the encoder and a KV-cached decoder. Generation defaults come from the "
+        description="Export a HuggingFace translation checkpoint to one ONNX file that runs the encoder, a "
+        "KV-cached decoder and the beam search in one session.run. Generation defaults come from the "
         "checkpoint's generation_config.json and can be overridden per call through the graph's "
         "optional inputs (max_length, min_length, num_beams, num_return_sequences, length_penalty, "
         "repetition_penalty).",
@@ -192,8 +193,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--early-stopping",
         action="store_true",
         help="finish an input once num_beams hypotheses have ended, as HF generate(early_stopping=True): "
-        "beam search then runs batched instead of one input at a time (faster for batches), but some "
-        "outputs differ from the checkpoint's default (early_stopping=False)",
+        "fewer decoding steps, but some outputs differ from the checkpoint's default (early_stopping=False)",
+    )
+    export.add_argument(
+        "--search",
+        choices=["auto", "loop", "op"],
+        default="auto",
+        help="loop: graphgen's beam search in standard ONNX ops, a whole batch at once, every returned "
+        "hypothesis as HF's; op: ONNX Runtime's com.microsoft.BeamSearch op (exact beam search then runs "
+        "one input at a time); auto (default): loop, except with --fp16 (op)",
     )
     export.add_argument(
         "--ort",
