@@ -18,8 +18,9 @@ HF's. Per item and step:
 The loop ends when no item can improve, as HF's does. Greedy search is the one-beam case with
 ``early_stopping=True``, which is HF's greedy rule (an item ends at its first EOS). The logits
 processors run on the model's logits in HF's order, including ``repetition_penalty`` on raw
-logits for greedy search and on log-probabilities for beam search. The encoder and the first
-decoder step run once per item, before the loop; the loop body holds the decoder step.
+logits for greedy search and on log-probabilities for beam search, ``no_repeat_ngram_size``,
+and both ``renormalize_logits`` settings. The encoder and the first decoder step run once per
+item, before the loop; the loop body holds the decoder step.
 """
 
 from __future__ import annotations
@@ -97,12 +98,10 @@ STATE_TYPES = [
 class _Search:
     """Builds the search; the values every step reads are computed once in the outer graph."""
 
-    def __init__(self, spec: ModelSpec, int8: Int8Weights | None, input_ids: str, mask: str) -> None:
+    def __init__(self, spec: ModelSpec, input_ids: str) -> None:
         self.spec = spec
-        self.int8 = int8
         self.outer = GraphBuilder("search")
         b = self.outer
-        self.input_ids, self.mask = input_ids, mask
         self.batch = b.op("Shape", [input_ids], start=0, end=1)  # [1]
         # A raw session can pass anything: settings the search cannot honour stop the run by name.
         returned = "num_return_sequences"
@@ -409,7 +408,7 @@ def loop_search(
     Reads the graph inputs ``num_beams``, ``num_return_sequences``, ``max_length``,
     ``min_length``, ``length_penalty`` and ``repetition_penalty``.
     """
-    search = _Search(spec, int8, input_ids, mask)
+    search = _Search(spec, input_ids)
     b = search.outer
     t = _Transformer(b, spec, int8)
     heads = spec.decoder_heads
@@ -425,15 +424,9 @@ def loop_search(
         ],
     )
     logits, presents = t.decoder_step(start_ids, b.const(i64(0)), None, cross, mask, processors=False)
-    first_sequences = b.op(
-        "Expand",
-        [
-            b.const(np.full((1, 1), spec.decoder_start_token_id, dtype=np.int32)),
-            b.op("Concat", [search.batch, b.const(i64(1))], axis=0),
-        ],
-    )
     one = b.const(i64(1))
-    log_probs = search.log_probs(b, b.reshape(logits, [-1, spec.target_vocab_size]), one, first_sequences)
+    # The sequences so far are the start tokens themselves (for the repetition penalty).
+    log_probs = search.log_probs(b, b.reshape(logits, [-1, spec.target_vocab_size]), one, start_ids)
     beams, reorder, go_on = search.step(b, b.op("Gather", [log_probs, search.repeat]), _initial_beams(search), one)
     item_of_row = b.op("Gather", [search.repeat, reorder])
     caches = [b.op("Gather", [cache, item_of_row]) for pair in presents for cache in pair]
@@ -479,13 +472,11 @@ def loop_search(
     step_log_probs = search.log_probs(body, flat_logits, length, flat_running)
     beams_out, step_reorder, step_go_on = search.step(body, step_log_probs, beams_in, length)
     body.op("Identity", [step_go_on], outputs=["search_step/condition_out"])
-    outputs = ["search_step/condition_out"]
     body.outputs.append(helper.make_tensor_value_info("search_step/condition_out", BOOL, []))
     for value, (elem, shape) in zip(beams_out.names(), STATE_TYPES, strict=True):
         name = b.fresh("out")
         body.op("Identity", [value], outputs=[name])
         body.outputs.append(helper.make_tensor_value_info(name, elem, shape))
-        outputs.append(name)
     for key, value in step_presents:
         for cache in (key, value):
             name = b.fresh("out_cache")

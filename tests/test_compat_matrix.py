@@ -3,7 +3,8 @@
 Java's and Android's extensions packages are 0.13.0, C#'s is 0.14.0; mobile apps and services pin
 older runtimes. Each cell of the matrix is a virtual environment with just those two packages
 (and numpy), made once under ``.venv-matrix/`` and reused; the demo test set goes through the
-text-level and id-level files, float32 and int8, and must give what HF and the newest runtime give.
+text-level and id-level files, float32 and int8 (the default loop search), and an id-level file
+with ORT's BeamSearch op (``--search op``); they must give what HF and the newest runtime give.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ EXTENSIONS_RELEASES = ("0.13.0", "0.14.0", "0.15.2")  # Java/Android, C#, PyPI's
 CELLS = [(runtime, extensions) for runtime in ORT_RELEASES for extensions in EXTENSIONS_RELEASES]
 SOURCES = [source for source, _ in demo_test_pairs()]
 BATCH = 16
+ID_FILES = ("ids", "ids-int8", "ids-op")
 
 
 def _cell_python(runtime: str, extensions: str) -> Path:
@@ -52,6 +54,7 @@ def files(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         "text-int8": {"int8": True},
         "ids": {"tokenizer": False},
         "ids-int8": {"tokenizer": False, "int8": True},
+        "ids-op": {"tokenizer": False, "search": "op"},  # ORT's BeamSearch op instead of the loop
     }.items():
         paths[name] = folder / f"{name}.onnx"
         export(str(demo_dir), str(paths[name]), progress=lambda _: None, **options)
@@ -82,7 +85,7 @@ def expected(demo_dir: Path, files: dict[str, Path], id_batches: list) -> dict[s
             hf += tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)
     int8 = Translator(files["text-int8"])
     ids = {}
-    for name in ("ids", "ids-int8"):
+    for name in ID_FILES:
         session = ort.InferenceSession(str(files[name]), providers=["CPUExecutionProvider"])
         ids[name] = [
             session.run(["sequences"], {k: np.array(v, dtype=np.int32) for k, v in batch.items()})[0].tolist()
@@ -104,9 +107,7 @@ def matrix(files: dict[str, Path], id_batches: list, tmp_path_factory: pytest.Te
         {"name": name, "kind": "text", "model": str(files[name]), "batches": text_batches}
         for name in ("text", "text-int8")
     ]
-    jobs += [
-        {"name": name, "kind": "ids", "model": str(files[name]), "batches": id_batches} for name in ("ids", "ids-int8")
-    ]
+    jobs += [{"name": name, "kind": "ids", "model": str(files[name]), "batches": id_batches} for name in ID_FILES]
     request.write_text(json.dumps({"jobs": jobs}), encoding="utf-8")
 
     def run(cell: tuple[str, str]) -> dict:
@@ -122,7 +123,7 @@ def matrix(files: dict[str, Path], id_batches: list, tmp_path_factory: pytest.Te
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=[f"ort{r}-ext{e}" for r, e in CELLS])
-@pytest.mark.parametrize("name", ["text", "text-int8", "ids", "ids-int8"])
+@pytest.mark.parametrize("name", ["text", "text-int8", *ID_FILES])
 def test_cell_gives_the_same_output(matrix: dict, expected: dict, cell: tuple[str, str], name: str) -> None:
     report = matrix[cell]
     assert report["versions"] == {"onnxruntime": cell[0], "extensions": cell[1]}
