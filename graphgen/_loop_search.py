@@ -471,12 +471,10 @@ def loop_search(
     flat_logits = body.reshape(step_logits, [-1, spec.target_vocab_size])
     step_log_probs = search.log_probs(body, flat_logits, length, flat_running)
     beams_out, step_reorder, step_go_on = search.step(body, step_log_probs, beams_in, length)
-    body.op("Identity", [step_go_on], outputs=["search_step/condition_out"])
-    body.outputs.append(helper.make_tensor_value_info("search_step/condition_out", BOOL, []))
+    # The body's outputs are the producing nodes' own values: an Identity would copy each per step.
+    body.outputs.append(helper.make_tensor_value_info(step_go_on, BOOL, []))
     for value, (elem, shape) in zip(beams_out.names(), STATE_TYPES, strict=True):
-        name = b.fresh("out")
-        body.op("Identity", [value], outputs=[name])
-        body.outputs.append(helper.make_tensor_value_info(name, elem, shape))
+        body.outputs.append(helper.make_tensor_value_info(value, elem, shape))
     for key, value in step_presents:
         for cache in (key, value):
             name = b.fresh("out_cache")
