@@ -34,7 +34,8 @@ from custom_ops.builder import (
 )
 
 from ._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
-from ._loop_search import loop_search
+from ._errors import UnsupportedModelError
+from ._loop_search import FORCED_BOS_INPUT, NO_FORCED_BOS, loop_search
 from ._quantize import Int8Weights
 from ._search import (
     CHECKED_INPUT_IDS,
@@ -153,6 +154,8 @@ def _loop_search_core(spec: ModelSpec, int8: bool, too_long_remedy: str) -> _Sea
     search = loop_search(spec, weights, CHECKED_INPUT_IDS, "attention_mask", RAW_SEQUENCES, "sequence_scores")
     tensors = [numpy_helper.from_array(a, n) for n, a in sorted(_weight_values(spec, search.builders).items())]
     inputs, defaults, outputs = id_level_io(spec)
+    inputs.append(helper.make_tensor_value_info(FORCED_BOS_INPUT, INT32, ["forced_bos_rows"]))
+    defaults.append(numpy_helper.from_array(forced_bos_default(spec), FORCED_BOS_INPUT))
     check = source_length_check(spec, too_long_remedy)
     trim = trim_sequences(spec)
     return _SearchCore(
@@ -163,9 +166,19 @@ def _loop_search_core(spec: ModelSpec, int8: bool, too_long_remedy: str) -> _Sea
     )
 
 
+def forced_bos_default(spec: ModelSpec) -> np.ndarray:
+    forced = spec.generation.forced_bos_token_id
+    return np.array([NO_FORCED_BOS if forced is None else forced], dtype=np.int32)
+
+
 def _search_core(spec: ModelSpec, int8: bool, too_long_remedy: str, search: str = "op") -> _SearchCore:
     if search == "loop":
         return _loop_search_core(spec, int8, too_long_remedy)
+    if spec.generation.forced_bos_token_id is not None:
+        raise UnsupportedModelError(
+            "the checkpoint's generation config forces a first token (forced_bos_token_id), "
+            "which only graphgen's own search does: export with search='loop' (the default)"
+        )
     weights = Int8Weights(spec) if int8 else None
     encoder = build_encoder_graph(spec, weights)
     decoder = build_decoder_graph(spec, weights)

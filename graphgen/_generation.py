@@ -34,6 +34,7 @@ HONOURED = frozenset(
         "no_repeat_ngram_size",
         "bad_words_ids",  # single-token entries
         "renormalize_logits",
+        "forced_bos_token_id",  # the default first token; a graph input overrides it
         "forced_eos_token_id",  # equal to eos_token_id
         "eos_token_id",  # one id
         "pad_token_id",
@@ -76,7 +77,6 @@ SAMPLING_ONLY = frozenset(
 
 _REASONS = {
     "do_sample": "sampling is not implemented (the graph searches deterministically)",
-    "forced_bos_token_id": "the graph does not force a first token",
     "forced_decoder_ids": "the graph does not force decoder tokens",
     "suppress_tokens": "the graph does not suppress tokens",
     "begin_suppress_tokens": "the graph does not suppress tokens",
@@ -163,5 +163,6 @@ def generation_defaults(generation_config: Any, max_positions: int) -> tuple[Gen
         early_stopping=bool(g.early_stopping),
         no_repeat_ngram_size=int(g.no_repeat_ngram_size or 0),
         bad_token_ids=tuple(words[0] for words in (g.bad_words_ids or [])),
+        forced_bos_token_id=None if g.forced_bos_token_id is None else int(g.forced_bos_token_id),
     )
     return defaults, bool(g.renormalize_logits), g.forced_eos_token_id is not None

@@ -40,6 +40,10 @@ from ._subgraphs import NEG_INF, _Transformer
 # HF's stand-in for "no score" (running beams 1.. at the start, empty finished slots, ended beams).
 NO_SCORE = np.float32(-1e9)
 DOUBLE = TensorProto.DOUBLE
+# int32 [1] or [batch]: each item's forced first token (HF's forced_bos_token_id, a target
+# language), -1 for none.
+FORCED_BOS_INPUT = "forced_bos_token_id"
+NO_FORCED_BOS = -1
 
 
 def processor_rows(spec: ModelSpec) -> np.ndarray:
@@ -201,6 +205,43 @@ class _Search:
                 "If", [b.op("Squeeze", [forced])], then_branch=_branch(then, FLOAT), else_branch=_branch(keep, FLOAT)
             )
         return result
+
+    def force_first_token(self, log_probs: str, forced_bos: str) -> str:
+        """HF's ``ForcedBOSTokenLogitsProcessor`` on the first step's ``[B, V]`` log-probabilities:
+        each item's forced token gets exactly 0 and every other token -inf (any renormalisation
+        leaves that row as it is). A forced EOS at the same step (``max_length`` 2) comes after it
+        in HF's order and wins."""
+        b, spec = self.outer, self.spec
+        count = b.op("Shape", [forced_bos])
+        wrong_count = b.op(
+            "And",
+            [b.op("Not", [b.op("Equal", [count, b.const(i64(1))])]), b.op("Not", [b.op("Equal", [count, self.batch])])],
+        )
+        forced_bos = fail_when(
+            b, wrong_count, f"graphgen: {FORCED_BOS_INPUT} must hold one id, or one per input row", forced_bos
+        )
+        outside = b.op(
+            "Or",
+            [
+                b.op("Less", [forced_bos, b.const(np.int32(NO_FORCED_BOS))]),
+                b.op("GreaterOrEqual", [forced_bos, b.const(np.int32(spec.target_vocab_size))]),
+            ],
+        )
+        outside = b.op("Cast", [b.op("ReduceMax", [b.op("Cast", [outside], to=INT32)], keepdims=1)], to=BOOL)
+        forced_bos = fail_when(
+            b,
+            outside,
+            f"graphgen: {FORCED_BOS_INPUT} outside the vocabulary (use {NO_FORCED_BOS} for none)",
+            forced_bos,
+        )
+        per_row = b.op("Unsqueeze", [b.op("Expand", [forced_bos, self.batch]), b.const(i64(1))])  # [B, 1]
+        vocabulary = b.const(np.arange(spec.target_vocab_size, dtype=np.int32)[None, :], "vocabulary_ids")
+        row = b.op("Where", [b.op("Equal", [vocabulary, per_row]), b.const(np.float32(0.0)), b.const(NEG_INF)])
+        active = b.op("Not", [b.op("Equal", [per_row, b.const(np.int32(NO_FORCED_BOS))])])
+        if spec.forced_eos:
+            eos_now = b.op("Equal", ["max_length", b.const(np.array([2], dtype=np.int32))])
+            active = b.op("And", [active, b.op("Not", [eos_now])])
+        return b.op("Where", [active, row, log_probs])
 
     # -- one step of HF's bookkeeping -----------------------------------------------------------
 
@@ -400,13 +441,20 @@ class LoopSearch:
 
 
 def loop_search(
-    spec: ModelSpec, int8: Int8Weights | None, input_ids: str, mask: str, sequences: str, scores: str
+    spec: ModelSpec,
+    int8: Int8Weights | None,
+    input_ids: str,
+    mask: str,
+    sequences: str,
+    scores: str,
+    forced_bos: str = FORCED_BOS_INPUT,
 ) -> LoopSearch:
     """Nodes from ``input_ids``/``mask`` (int32 ``[B, S]``) to ``sequences`` ``[B, R, T]`` (as the
     BeamSearch op returns them: decoder start first, no final EOS, pad after) and ``scores``.
 
     Reads the graph inputs ``num_beams``, ``num_return_sequences``, ``max_length``,
-    ``min_length``, ``length_penalty`` and ``repetition_penalty``.
+    ``min_length``, ``length_penalty`` and ``repetition_penalty``, and ``forced_bos`` (see
+    ``FORCED_BOS_INPUT``).
     """
     search = _Search(spec, input_ids)
     b = search.outer
@@ -427,6 +475,7 @@ def loop_search(
     one = b.const(i64(1))
     # The sequences so far are the start tokens themselves (for the repetition penalty).
     log_probs = search.log_probs(b, b.reshape(logits, [-1, spec.target_vocab_size]), one, start_ids)
+    log_probs = search.force_first_token(log_probs, forced_bos)
     beams, reorder, go_on = search.step(b, b.op("Gather", [log_probs, search.repeat]), _initial_beams(search), one)
     item_of_row = b.op("Gather", [search.repeat, reorder])
     caches = [b.op("Gather", [cache, item_of_row]) for pair in presents for cache in pair]

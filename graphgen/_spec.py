@@ -27,6 +27,7 @@ class GenerationDefaults:
     early_stopping: bool = False
     no_repeat_ngram_size: int = 0
     bad_token_ids: tuple[int, ...] = ()
+    forced_bos_token_id: int | None = None  # the first generated token (a target language), or none
 
 
 @dataclass
@@ -34,8 +35,10 @@ class ModelSpec:
     """Shapes, special ids and weights of an encoder-decoder transformer.
 
     ``weights`` maps canonical names (see :func:`layer_weight_names`) to float32 arrays;
-    ``aliases`` maps a canonical name to another one whose array it shares (tied embeddings),
-    so a tied table is stored once.
+    ``aliases`` maps a canonical name to another one whose array it shares (tied embeddings,
+    one position table for both stacks), so a tied table is stored once. What differs between
+    architectures is a named field below, never the architecture's name: the builders read only
+    these fields.
     """
 
     architecture: str
@@ -57,6 +60,14 @@ class ModelSpec:
     renormalize_logits: bool = True
     forced_eos: bool = False
     layer_norm_eps: float = 1e-5
+    # Architecture features the builders read (the defaults are Marian's):
+    pre_layer_norm: bool = False  # x + f(norm(x)) (fairseq's normalize_before) rather than norm(x + f(x))
+    final_layer_norm: bool = False  # a norm after the last layer of each stack ({side}.layer_norm)
+    embedding_layer_norm: bool = False  # a norm right after token + position embedding ({side}.embedding_norm)
+    position_offset: int = 0  # row of the position tables that position 0 reads
+    # fairseq's padding-aware positions: a pad token reads this row and the others count only
+    # non-pad tokens before them; None: position = index (+ offset)
+    padding_position: int | None = None
     weights: dict[str, np.ndarray] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
 
@@ -85,6 +96,10 @@ class ModelSpec:
             array = self.weights[resolved]
             if array.dtype != np.float32:
                 problems.append(f"weight {name} is {array.dtype}, expected float32")
+        for side in ("encoder", "decoder"):
+            table = self.weights.get(self.weight_name(f"{side}.positions"))
+            if table is not None and table.shape[0] < self.max_positions + self.position_offset:
+                problems.append(f"{side}.positions has {table.shape[0]} rows; {self.max_positions} positions need more")
         head = self.weights.get(self.weight_name("lm_head.weight"))
         if head is not None and head.shape != (self.target_vocab_size, self.d_model):
             problems.append("lm_head.weight must be [target_vocab, d_model]")
@@ -108,7 +123,13 @@ def layer_weight_names(prefix: str, cross_attention: bool) -> list[str]:
 
 
 def required_weight_names(spec: ModelSpec) -> list[str]:
-    names = ["encoder.embed_tokens", "decoder.embed_tokens", "lm_head.weight", "final_logits_bias", "positions"]
+    names = ["lm_head.weight", "final_logits_bias"]
+    for side in ("encoder", "decoder"):
+        names += [f"{side}.embed_tokens", f"{side}.positions"]
+        if spec.final_layer_norm:
+            names += [f"{side}.layer_norm.weight", f"{side}.layer_norm.bias"]
+        if spec.embedding_layer_norm:
+            names += [f"{side}.embedding_norm.weight", f"{side}.embedding_norm.bias"]
     for index in range(spec.encoder_layers):
         names += layer_weight_names(f"encoder.layers.{index}", cross_attention=False)
     for index in range(spec.decoder_layers):

@@ -14,6 +14,8 @@ HF's ``renormalize_logits=True`` scores.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from onnx import GraphProto
 
@@ -163,8 +165,10 @@ class _Transformer:
     def scale(self, heads: int) -> float:
         return float(np.float32((self.spec.d_model // heads) ** -0.5))
 
-    def embed(self, ids: str, table: str, positions: str) -> str:
+    def embed(self, ids: str, side: str, positions: str) -> str:
+        """Token embedding (scaled) + ``positions`` rows, then the embedding norm where the model has one."""
         b = self.b
+        table = f"{side}.embed_tokens"
         if self.int8 is None:
             tokens = b.op("Gather", [self.w(table), ids])
         else:  # int8 table is [d_model, vocab]: gather columns, dequantize with each token's scale
@@ -178,22 +182,63 @@ class _Transformer:
             tokens = b.mul(values, token_scale)
         if self.spec.embed_scale != 1.0:
             tokens = b.mul(tokens, b.const(np.float32(self.spec.embed_scale), "embed_scale"))
-        return b.add(tokens, positions)
+        x = b.add(tokens, positions)
+        if self.spec.embedding_layer_norm:
+            x = self.layer_norm(x, f"{side}.embedding_norm")
+        return x
+
+    def source_positions(self, input_ids: str) -> str:
+        """Position rows of the source tokens: ``[S, D]``, or ``[B, S, D]`` when they depend on padding."""
+        b, spec = self.b, self.spec
+        table = self.w("encoder.positions")
+        if spec.padding_position is None:
+            length = b.op("Shape", [input_ids], start=1, end=2)
+            if not spec.position_offset:
+                return b.op("Slice", [table, b.const(i64(0)), length])
+            start = b.const(i64(spec.position_offset))
+            return b.op("Slice", [table, start, b.op("Add", [length, start])])
+        is_pad = b.op("Equal", [input_ids, b.const(np.int32(spec.pad_token_id))])
+        counted = b.op("CumSum", [b.op("Cast", [b.op("Not", [is_pad])], to=INT32), b.const(np.int32(1))])
+        index = b.add(counted, b.const(np.int32(spec.position_offset - 1)))
+        return b.op("Gather", [table, b.op("Where", [is_pad, b.const(np.int32(spec.padding_position)), index])])
+
+    def step_positions(self, input_ids: str, past_length: str) -> str:
+        """Position rows of one decoding step's tokens ``[B, 1]`` after ``past_length`` (int64 [1]) tokens."""
+        b, spec = self.b, self.spec
+        table = self.w("decoder.positions")
+        index = b.op("Add", [past_length, b.const(i64(spec.position_offset))]) if spec.position_offset else past_length
+        if spec.padding_position is None:
+            return b.op("Gather", [table, index])  # [1, D]: the same for every row
+        is_pad = b.op("Equal", [input_ids, b.const(np.int32(spec.pad_token_id))])
+        index = b.op("Where", [is_pad, b.const(np.int64(spec.padding_position)), index])
+        return b.op("Gather", [table, index])  # [B, 1, D]
+
+    def sublayer(self, x: str, norm: str, transform: Callable[[str], str]) -> str:
+        """A residual block: ``norm(x + f(x))`` (post-norm) or ``x + f(norm(x))`` (pre-norm)."""
+        if self.spec.pre_layer_norm:
+            return self.b.add(x, transform(self.layer_norm(x, norm)))
+        return self.layer_norm(self.b.add(x, transform(x)), norm)
+
+    def feed_forward(self, x: str, prefix: str) -> str:
+        return self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
+
+    def stack_end(self, x: str, side: str) -> str:
+        return self.layer_norm(x, f"{side}.layer_norm") if self.spec.final_layer_norm else x
 
     def encoder(self, input_ids: str, mask: str) -> str:
-        b, spec = self.b, self.spec
-        length = b.op("Gather", [b.op("Shape", [input_ids]), b.const(i64(1))])
-        positions = b.op("Slice", [self.w("positions"), b.const(i64(0)), length])
-        x = self.embed(input_ids, "encoder.embed_tokens", positions)
+        spec = self.spec
+        x = self.embed(input_ids, "encoder", self.source_positions(input_ids))
+        heads = spec.encoder_heads
         for index in range(spec.encoder_layers):
             prefix = f"encoder.layers.{index}"
-            heads = spec.encoder_heads
-            q, k, v = self.fused_linear(x, [f"{prefix}.self_attn.{p}" for p in "qkv"])
-            attended = self.linear(self.attention(q, k, v, heads, mask), f"{prefix}.self_attn.out")
-            x = self.layer_norm(b.add(x, attended), f"{prefix}.self_attn_layer_norm")
-            hidden = self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
-            x = self.layer_norm(b.add(x, hidden), f"{prefix}.final_layer_norm")
-        return x
+
+            def attend(h: str, prefix: str = prefix) -> str:
+                q, k, v = self.fused_linear(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
+                return self.linear(self.attention(q, k, v, heads, mask), f"{prefix}.self_attn.out")
+
+            x = self.sublayer(x, f"{prefix}.self_attn_layer_norm", attend)
+            x = self.sublayer(x, f"{prefix}.final_layer_norm", lambda h, prefix=prefix: self.feed_forward(h, prefix))
+        return self.stack_end(x, "encoder")
 
     def cross_caches(self, encoder_states: str) -> list[tuple[str, str]]:
         heads = self.spec.decoder_heads
@@ -224,25 +269,29 @@ class _Transformer:
         """
         b, spec = self.b, self.spec
         heads = spec.decoder_heads
-        position = b.op("Gather", [self.w("positions"), past_length])
-        x = self.embed(input_ids, "decoder.embed_tokens", position)
+        x = self.embed(input_ids, "decoder", self.step_positions(input_ids, past_length))
         presents = []
         if cross_bias is None:
             cross_bias = self.padding_bias(mask, heads)
         for index in range(spec.decoder_layers):
             prefix = f"decoder.layers.{index}"
-            q, k, v = self.fused_linear(x, [f"{prefix}.self_attn.{p}" for p in "qkv"])
             past = past_self[index] if past_self is not None else None
-            attended, key, value = self.cached_self_attention(q, k, v, heads, past)
-            presents.append((key, value))
-            attended = self.linear(attended, f"{prefix}.self_attn.out")
-            x = self.layer_norm(b.add(x, attended), f"{prefix}.self_attn_layer_norm")
-            q = self.linear(x, f"{prefix}.encoder_attn.q")
-            attended = self.cross_attention(q, *cross[index], heads, cross_bias)
-            attended = self.linear(attended, f"{prefix}.encoder_attn.out")
-            x = self.layer_norm(b.add(x, attended), f"{prefix}.encoder_attn_layer_norm")
-            hidden = self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
-            x = self.layer_norm(b.add(x, hidden), f"{prefix}.final_layer_norm")
+
+            def attend_self(h: str, prefix: str = prefix, past: tuple[str, str] | None = past) -> str:
+                q, k, v = self.fused_linear(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
+                attended, key, value = self.cached_self_attention(q, k, v, heads, past)
+                presents.append((key, value))
+                return self.linear(attended, f"{prefix}.self_attn.out")
+
+            def attend_source(h: str, prefix: str = prefix, index: int = index) -> str:
+                q = self.linear(h, f"{prefix}.encoder_attn.q")
+                attended = self.cross_attention(q, *cross[index], heads, cross_bias)
+                return self.linear(attended, f"{prefix}.encoder_attn.out")
+
+            x = self.sublayer(x, f"{prefix}.self_attn_layer_norm", attend_self)
+            x = self.sublayer(x, f"{prefix}.encoder_attn_layer_norm", attend_source)
+            x = self.sublayer(x, f"{prefix}.final_layer_norm", lambda h, prefix=prefix: self.feed_forward(h, prefix))
+        x = self.stack_end(x, "decoder")
         if not processors:
             return self.logits(x, None), presents
         return self.logits(x, b.op("Add", [past_length, b.const(i64(1))])), presents

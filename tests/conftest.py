@@ -97,6 +97,48 @@ def random_marian(directory: Path, seed: int = 0, **overrides: object) -> Path:
     return directory
 
 
+FAMILY_CONFIGS = ("M2M100", "MBart")
+
+
+def random_family_model(directory: Path, family: str, vocab_size: int = 120, seed: int = 0, **generation: object):
+    """A tiny M2M100 or mBART with random weights large enough (std 0.5) that outputs depend on
+    the input, in the hub's layout (config, generation config, safetensors), as the hub checkpoints
+    set their special ids (pad 1, EOS 2 = decoder start, BOS 0)."""
+    import torch
+    import transformers
+
+    settings: dict[str, object] = {
+        "vocab_size": vocab_size,
+        "d_model": 32,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "encoder_attention_heads": 4,
+        "decoder_attention_heads": 2,
+        "encoder_ffn_dim": 48,
+        "decoder_ffn_dim": 40,
+        "max_position_embeddings": 64,
+        "init_std": 0.5,
+        "scale_embedding": True,
+        "pad_token_id": 1,
+        "eos_token_id": 2,
+        "bos_token_id": 0,
+        "decoder_start_token_id": 2,
+    }
+    torch.manual_seed(seed)
+    config = getattr(transformers, f"{family}Config")(**settings)
+    model = getattr(transformers, f"{family}ForConditionalGeneration")(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 1:  # biases and norms: make them matter
+                parameter.add_(torch.randn_like(parameter) * 0.1)
+        if hasattr(model, "final_logits_bias"):
+            model.final_logits_bias.normal_(0, 0.5)
+    ids = {"bos_token_id": 0, "decoder_start_token_id": 2, "eos_token_id": 2, "pad_token_id": 1}
+    model.generation_config = transformers.GenerationConfig(**(ids | {"max_length": 20} | generation))
+    model.save_pretrained(directory)
+    return model
+
+
 @pytest.fixture(scope="session")
 def separate_vocab_dir(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path) -> Path:
     """The demo model re-laid as a separate-vocabulary checkpoint with three untied tables.
