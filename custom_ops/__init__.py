@@ -6,21 +6,45 @@ into a graph and can be tested one by one (see ``tests/test_custom_ops.py``).
 
 from .builder import EXTENSIONS_DOMAIN, GraphBuilder
 from .checks import fail_when
-from .ids import collapse_marked_runs, merge_rows, padded_to_ragged, ragged_to_padded, remap
-from .text import join_and_strip, lookup_tokens, split_language_token, split_on_literals, strip_tables
+from .ids import (
+    append_where,
+    collapse_marked_runs,
+    drop_marked,
+    follows_marked,
+    merge_rows,
+    padded_to_ragged,
+    ragged_to_padded,
+    remap,
+)
+from .text import (
+    join_and_strip,
+    join_metaspace,
+    lookup_tokens,
+    metaspace_tables,
+    split_language_token,
+    split_on_literals,
+    split_whole_tokens,
+    strip_tables,
+)
 
 __all__ = [
     "EXTENSIONS_DOMAIN",
     "GraphBuilder",
+    "append_where",
     "collapse_marked_runs",
+    "drop_marked",
     "fail_when",
+    "follows_marked",
     "join_and_strip",
+    "join_metaspace",
     "lookup_tokens",
     "merge_rows",
+    "metaspace_tables",
     "padded_to_ragged",
     "ragged_to_padded",
     "remap",
     "split_language_token",
     "split_on_literals",
+    "split_whole_tokens",
     "strip_tables",
 ]

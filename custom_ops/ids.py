@@ -82,6 +82,61 @@ def padded_to_ragged(b: GraphBuilder, ids: str, mask: str) -> tuple[str, str]:
     return values, splits
 
 
+def append_where(b: GraphBuilder, ids: str, mask: str, flag: str, token: int) -> tuple[str, str]:
+    """Padded ``[N, W]`` ids and mask → ``[N, W + 1]`` with ``token`` after the last token of each row
+    where ``flag`` (bool ``[N]``) is true."""
+    pad = b.const(i64(0, 0, 0, 1))
+    ids = b.op("Pad", [ids, pad, b.op("CastLike", [b.const(i64(0)), ids])])
+    mask = b.op("Pad", [mask, pad, b.op("CastLike", [b.const(i64(0)), mask])])
+    length = b.op("ReduceSum", [b.op("Cast", [mask], to=INT64), b.const(i64(1))], keepdims=1)  # [N, 1]
+    width = b.op("Shape", [ids], start=1, end=2)
+    column = b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [width]), b.const(np.int64(1))])
+    here = b.op("And", [b.op("Equal", [column, length]), b.op("Unsqueeze", [flag, b.const(i64(1))])])
+    ids = b.op("Where", [here, b.op("CastLike", [b.const(np.int64(token)), ids]), ids])
+    mask = b.op("Where", [here, b.op("CastLike", [b.const(np.int64(1)), mask]), mask])
+    return ids, mask
+
+
+def drop_marked(b: GraphBuilder, ids: str, marked: np.ndarray, filler: int, name: str) -> str:
+    """int ``[B, R, L]`` ids → int64 ``[B, R, L]`` with the ids where ``marked[id]`` removed and the rest
+    moved left, ``filler`` after them: what a decoder sees once special tokens are skipped.
+
+    Each kept id is scattered to its rank among the kept ids of its row; a dropped id goes to one
+    spare column that is cut off again.
+    """
+    ids = b.op("Cast", [ids], to=INT64)
+    is_marked = b.op("Gather", [b.derived(name, marked), ids])
+    kept = b.op("Cast", [b.op("Not", [is_marked])], to=INT64)
+    rank = b.op("CumSum", [kept, b.const(np.int64(2))], exclusive=1)
+    length = b.op("Shape", [ids], start=2, end=3)
+    target = b.op("Where", [is_marked, length, rank])
+    shape = b.op("Concat", [b.op("Shape", [ids], start=0, end=2), b.op("Add", [length, b.const(i64(1))])], axis=0)
+    blank = b.op("Expand", [b.const(np.int64(filler)), shape])
+    moved = b.op("ScatterElements", [blank, target, ids], axis=2)
+    return b.op("Slice", [moved, b.const(i64(0)), length, b.const(i64(2))])
+
+
+def follows_marked(b: GraphBuilder, ids: str, marked: np.ndarray, ignored: np.ndarray, name: str) -> str:
+    """bool ``[B, R, L]``: whether the last id before each position (on the last axis) that is not
+    ``ignored`` is ``marked``; false where there is none.
+
+    ``ignored`` ids are looked through (SentencePiece keeps dropping leading spaces while the pieces
+    decode to nothing). The ids that count are compacted to the front, and each position gathers
+    the one whose rank is the number of such ids before it.
+    """
+    ids = b.op("Cast", [ids], to=INT64)
+    counted = b.op("Cast", [b.op("Not", [b.op("Gather", [b.derived(f"{name}_ignored", ignored), ids])])], to=INT64)
+    before = b.op("CumSum", [counted, b.const(np.int64(2))], exclusive=1)
+    compact = drop_marked(b, ids, ignored, 0, f"{name}_ignored")
+    previous = b.op(
+        "GatherElements",
+        [compact, b.op("Max", [b.op("Sub", [before, b.const(np.int64(1))]), b.const(np.int64(0))])],
+        axis=2,
+    )
+    is_marked = b.op("Gather", [b.derived(name, marked), previous])
+    return b.op("And", [is_marked, b.op("Greater", [before, b.const(np.int64(0))])])
+
+
 def merge_rows(b: GraphBuilder, inner_splits: str, outer_splits: str) -> str:
     """Splits of a ragged-of-ragged batch with the inner level dissolved (chunks → whole rows)."""
     return b.op("Gather", [inner_splits, outer_splits])

@@ -58,19 +58,30 @@ def split_language_token(b: GraphBuilder, text: str, whole: tuple[str, ...] = ()
     lead = b.op("Where", [has_code, code, empty])
     rest = b.op("Where", [has_code, _column(b, halves, 1), text])
     if whole:
-        marks = b.op(
-            "LabelEncoder",
-            [text],
-            domain=ML_DOMAIN,
-            keys_strings=list(whole),
-            values_int64s=[1] * len(whole),
-            default_int64=0,
-        )
-        is_whole = b.op("Cast", [marks], to=BOOL)
-        lead = b.op("Where", [is_whole, text, lead])
-        rest = b.op("Where", [is_whole, empty, rest])
+        whole_lead, whole_rest, is_whole = split_whole_tokens(b, text, whole)
+        lead = b.op("Where", [is_whole, whole_lead, lead])
+        rest = b.op("Where", [is_whole, whole_rest, rest])
         has_code = b.op("Or", [has_code, is_whole])
     return lead, rest, has_code
+
+
+def split_whole_tokens(b: GraphBuilder, text: str, tokens: tuple[str, ...]) -> tuple[str, str, str]:
+    """A string equal to one of ``tokens`` → (it, ``""``, True); any other → (``""``, it, False).
+
+    After ``split_on_literals`` this separates the split-off special tokens (looked up whole)
+    from the text pieces (tokenised).
+    """
+    marks = b.op(
+        "LabelEncoder",
+        [text],
+        domain=ML_DOMAIN,
+        keys_strings=list(tokens),
+        values_int64s=[1] * len(tokens),
+        default_int64=0,
+    )
+    is_token = b.op("Cast", [marks], to=BOOL)
+    empty = b.const(np.array("", dtype=object), "empty")
+    return b.op("Where", [is_token, text, empty]), b.op("Where", [is_token, empty, text]), is_token
 
 
 def _split_on_literal(b: GraphBuilder, text: str, literal: str) -> tuple[str, str]:
@@ -197,6 +208,40 @@ def join_and_strip(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> 
     return _join_last_axis(b, pieces, length)
 
 
+def metaspace_tables(pieces: list[str], skipped: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``join_metaspace``'s tables: per id its text (``▁`` → space) and, for the first kept token, the
+    text without any ``▁``; then whether the id is skipped (special tokens)."""
+    texts = [piece.replace("\u2581", " ") for piece in pieces] + [piece.replace("\u2581", "") for piece in pieces]
+    texts = ["" if index % len(pieces) in skipped else text for index, text in enumerate(texts)]
+    is_skipped = np.array([index in skipped for index in range(len(pieces))] + [True])
+    return np.array([*texts, ""], dtype=object), is_skipped
+
+
+def join_metaspace(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndarray], name: str) -> str:
+    """int ``[B, R, L]`` ids → string ``[B, R]`` as HF ``tokenizers``' Metaspace decoder with special
+    tokens skipped: every ``▁`` becomes a space, except in the first kept token, where they are
+    dropped; nothing is stripped (NLLB, mBART-50)."""
+    texts, is_skipped = tables
+    size = len(is_skipped) - 1
+    table = b.derived(name, texts)
+    spare_shape = b.op(
+        "Concat", [b.op("Slice", [b.op("Shape", [ids]), b.const(i64(0)), b.const(i64(2))]), b.const(i64(1))], axis=0
+    )
+    spare = b.op("Expand", [b.const(np.array(size, dtype=np.int64)), spare_shape])
+    ids = b.op("Concat", [b.op("Cast", [ids], to=INT64), spare], axis=2)
+    skipped = b.op("Gather", [b.derived(f"{name}_skipped", is_skipped), ids])
+    kept = b.op("Cast", [b.op("Not", [skipped])], to=TensorProto.INT32)
+    first = b.op("ArgMax", [kept], axis=2, keepdims=1)
+    length = b.op("Gather", [b.op("Shape", [ids]), b.const(i64(2))])
+    position = b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [length]), b.const(np.int64(1))])
+    is_first = b.op("Cast", [b.op("Equal", [position, first])], to=INT64)
+    # The spare id is skipped and "" in both halves; a skipped id is "" in both halves too.
+    index = b.op("Where", [b.op("Equal", [ids, b.const(np.int64(size))]), b.const(np.int64(2 * size)), ids])
+    index = b.op("Add", [index, b.op("Mul", [is_first, b.const(np.int64(size))])])
+    index = b.op("Min", [index, b.const(np.int64(2 * size))])
+    return _join_last_axis(b, b.op("Gather", [table, index]), length)
+
+
 def _join_last_axis(b: GraphBuilder, pieces: str, length: str) -> str:
     """``[B, R, L]`` strings → ``[B, R]`` by a Loop of ``StringConcat`` over L."""
     start = b.op(
@@ -227,4 +272,13 @@ def _join_last_axis(b: GraphBuilder, pieces: str, length: str) -> str:
     return b.op("Loop", [b.op("Squeeze", [length]), "", start], body=body)
 
 
-__all__ = ["join_and_strip", "lookup_tokens", "split_language_token", "split_on_literals", "strip_tables"]
+__all__ = [
+    "join_and_strip",
+    "join_metaspace",
+    "lookup_tokens",
+    "metaspace_tables",
+    "split_language_token",
+    "split_on_literals",
+    "split_whole_tokens",
+    "strip_tables",
+]

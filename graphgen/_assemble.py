@@ -35,6 +35,7 @@ from custom_ops.builder import (
 
 from ._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
 from ._errors import UnsupportedModelError
+from ._language_tokenizers import LanguageVocabulary, add_language_detokenizer, add_language_tokenizer, language_ids
 from ._loop_search import FORCED_BOS_INPUT, NO_FORCED_BOS, loop_search
 from ._quantize import Int8Weights
 from ._search import (
@@ -58,6 +59,8 @@ from ._tokenizer_graphs import MarianVocabulary, add_detokenizer, add_tokenizer
 TEXT_INPUT = "text"
 TEXT_OUTPUT = "translation"
 TRUNCATE_INPUT = "truncate"
+SOURCE_LANGUAGE_INPUT = "source_language"
+TARGET_LANGUAGE_INPUT = "target_language"
 
 IR_VERSION = 9  # opset 20's IR version
 
@@ -213,15 +216,34 @@ def build_id_model(spec: ModelSpec, *, int8: bool = False, search: str = "op") -
     return model
 
 
+def _language_defaults(spec: ModelSpec, vocabulary: LanguageVocabulary) -> tuple[str, str]:
+    """Default source and target codes: the tokenizer's ``src_lang``, the generation config's forced token."""
+    forced = spec.generation.forced_bos_token_id
+    if forced is None:
+        return vocabulary.default_source, ""
+    by_id = {index: code for code, index in vocabulary.languages.items()}
+    if forced not in by_id:
+        raise UnsupportedModelError(
+            f"the generation config forces token {forced}, which is no language code of the tokenizer"
+        )
+    return vocabulary.default_source, by_id[forced]
+
+
 def build_text_model(
-    spec: ModelSpec, vocabulary: MarianVocabulary, *, int8: bool = False, search: str = "op"
+    spec: ModelSpec, vocabulary: MarianVocabulary | LanguageVocabulary, *, int8: bool = False, search: str = "op"
 ) -> ModelProto:
-    """strings in, strings out: tokenizer → BeamSearch → detokenizer in one graph.
+    """strings in, strings out: tokenizer → search → detokenizer in one graph.
 
     A source with more tokens than the model has positions stops the run with a message naming
     the limit, unless the optional ``truncate`` input is true: then it is cut as HF's
     ``truncation=True`` cuts it, to the tokenizer's ``model_max_length`` (or the positions, when fewer).
+    With a language-coded tokenizer (NLLB, mBART-50, M2M100) the optional string inputs
+    ``source_language`` and ``target_language`` (one code, or one per text) choose the languages;
+    the target's token is forced as the first one generated, and ``""`` forces nothing.
     """
+    languages = isinstance(vocabulary, LanguageVocabulary)
+    if languages and search != "loop":
+        raise UnsupportedModelError("target languages are forced by graphgen's own search: use search='loop'")
     core = _search_core(spec, int8, f"shorten it, or set the optional input {TRUNCATE_INPUT} to true to cut it", search)
     pre = GraphBuilder("tokenizer")
     limit = pre.op(
@@ -232,15 +254,38 @@ def build_text_model(
             pre.const(i64(np.iinfo(np.int64).max)),
         ],
     )
-    ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id, max_length=limit)
+    post = GraphBuilder("detokenizer")
+    optional: list[tuple[ValueInfoProto, TensorProto]] = []
+    if isinstance(vocabulary, LanguageVocabulary):
+        ids, mask = add_language_tokenizer(pre, TEXT_INPUT, SOURCE_LANGUAGE_INPUT, vocabulary, max_length=limit)
+        rows = pre.op("Shape", [TEXT_INPUT])
+        target = language_ids(pre, TARGET_LANGUAGE_INPUT, vocabulary, TARGET_LANGUAGE_INPUT, rows)
+        pre.op("Identity", [target], outputs=[FORCED_BOS_INPUT])
+        detokenized = add_language_detokenizer(post, "sequences", vocabulary, spec.target_vocab_size)
+        for name, default in zip(
+            (SOURCE_LANGUAGE_INPUT, TARGET_LANGUAGE_INPUT), _language_defaults(spec, vocabulary), strict=True
+        ):
+            optional.append(
+                (
+                    helper.make_tensor_value_info(name, STRING, [f"{name}_rows"]),
+                    numpy_helper.from_array(np.array([default], dtype=object), name),
+                )
+            )
+    else:
+        ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id, max_length=limit)
+        detokenized = add_detokenizer(post, "sequences", vocabulary)
     pre.op("Identity", [ids], outputs=["input_ids"])
     pre.op("Identity", [mask], outputs=["attention_mask"])
-    post = GraphBuilder("detokenizer")
-    post.op("Identity", [add_detokenizer(post, "sequences", vocabulary)], outputs=[TEXT_OUTPUT])
+    post.op("Identity", [detokenized], outputs=[TEXT_OUTPUT])
 
+    # The forced first token is an id-level input; text graphs choose it by target_language, or keep
+    # the checkpoint's default as a constant.
+    search_inputs = [i for i in core.inputs[len(ID_INPUTS) :] if i.name != FORCED_BOS_INPUT]
+    initializers = [t for t in core.initializers if not (languages and t.name == FORCED_BOS_INPUT)]
     inputs = [
         helper.make_tensor_value_info(TEXT_INPUT, STRING, ["batch"]),
-        *core.inputs[len(ID_INPUTS) :],
+        *search_inputs,
+        *(info for info, _ in optional),
         helper.make_tensor_value_info(TRUNCATE_INPUT, TensorProto.BOOL, [1]),
     ]
     outputs = [helper.make_tensor_value_info(TEXT_OUTPUT, STRING, ["batch", "num_return_sequences"]), *core.outputs]
@@ -251,7 +296,8 @@ def build_text_model(
         inputs,
         outputs,
         initializer=[
-            *core.initializers,
+            *initializers,
+            *(default for _, default in optional),
             numpy_helper.from_array(np.array([False]), TRUNCATE_INPUT),  # the default: no truncation
             *pre.constants,
             *post.constants,
@@ -261,6 +307,11 @@ def build_text_model(
     props = metadata(spec, "text", int8, search)
     props["graphgen.custom_op_domains"] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
     props["graphgen.min_extensions"] = MIN_EXTENSIONS
+    if isinstance(vocabulary, LanguageVocabulary):
+        source, target = _language_defaults(spec, vocabulary)
+        props["graphgen.languages"] = json.dumps(sorted(vocabulary.languages))
+        props["graphgen.source_language"] = source
+        props["graphgen.target_language"] = target
     model = make_model(graph, props, domains=[(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)])
     apply_compatibility_passes(model)
     return model

@@ -15,6 +15,7 @@ from pathlib import Path
 from ._assemble import build_id_model, build_text_model, set_precision
 from ._errors import GraphgenError
 from ._fp16 import Float16Error, to_float16
+from ._language_tokenizers import is_language_tokenizer, load_language_vocabulary
 from ._load import check_tokenizer_files, load_checkpoint
 from ._mobile import ORT_PLATFORMS, write_ort
 from ._save import check_output_path, save_model
@@ -85,7 +86,9 @@ def export(
     report(f"loading {model}")
     checkpoint = load_checkpoint(model)
     vocabulary = None
-    if tokenizer:
+    if tokenizer and is_language_tokenizer(checkpoint.directory):
+        vocabulary = load_language_vocabulary(checkpoint.directory)
+    elif tokenizer:
         check_tokenizer_files(checkpoint.directory)
         vocabulary = load_vocabulary(checkpoint.directory)
     spec = checkpoint.spec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
 import math
@@ -17,6 +18,7 @@ from ._errors import SOURCE_TOO_LONG_PREFIX, GraphgenError, SourceTooLongError
 
 INT_PARAMETERS = ("max_length", "min_length", "num_beams", "num_return_sequences")
 FLOAT_PARAMETERS = ("length_penalty", "repetition_penalty")
+LANGUAGE_PARAMETERS = ("source_language", "target_language")
 
 
 def extensions_library() -> str:
@@ -117,13 +119,63 @@ class Translator:
         self._baked_truncate = bool(json.loads(meta.get("graphgen.baked", "{}")).get("truncate", False))
         optional = self._session.get_overridable_initializers()  # inputs with a default
         self._inputs = {value.name for value in [*self._session.get_inputs(), *optional]}
+        # Language-coded tokenizers (NLLB, mBART-50, M2M100): the codes the file accepts, and its defaults.
+        self.languages: list[str] = json.loads(meta.get("graphgen.languages", "[]"))
+        self.source_language: str | None = meta.get("graphgen.source_language")
+        self.target_language: str | None = meta.get("graphgen.target_language")
 
     def settings(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        """The checkpoint defaults with ``overrides`` applied, validated."""
-        return generation_settings(self.defaults, self.max_positions, overrides)
+        """The checkpoint defaults with ``overrides`` applied, validated (languages checked, not returned)."""
+        self.language_feeds({k: v for k, v in overrides.items() if k in LANGUAGE_PARAMETERS}, None)
+        generation = {k: v for k, v in overrides.items() if k not in LANGUAGE_PARAMETERS}
+        return generation_settings(self.defaults, self.max_positions, generation)
 
-    def run(self, texts: Sequence[str], *, truncate: bool | None = None, **overrides: Any) -> dict[str, np.ndarray]:
+    def language_feeds(self, languages: dict[str, Any], rows: int | None) -> dict[str, np.ndarray]:
+        """``source_language`` / ``target_language`` (one code, or one per text) as the graph's inputs.
+
+        Checked here so that a wrong code names the codes that exist; the graph checks them too.
+        """
+        feeds: dict[str, np.ndarray] = {}
+        for name in LANGUAGE_PARAMETERS:
+            value = languages.get(name)
+            if value is None:
+                continue
+            if name not in self._inputs:
+                if not self.languages:
+                    raise GraphgenError(
+                        f"{self.path} takes no {name}: its tokenizer has no language codes"
+                        " (Marian files take the target as a >>xx<< token at the start of each text)"
+                    )
+                raise GraphgenError(f"{name} is fixed to {getattr(self, name)!r} in {self.path} (a baked copy)")
+            codes = [value] if isinstance(value, str) else list(value)
+            if not codes or not all(isinstance(code, str) for code in codes):
+                raise TypeError(f"{name} must be a str or a non-empty sequence of str")
+            if rows is not None and len(codes) not in (1, rows):
+                raise ValueError(f"give one {name}, or one per text ({rows}); got {len(codes)}")
+            allowed = set(self.languages) | ({""} if name == "target_language" else set())
+            for code in codes:
+                if code not in allowed:
+                    close = difflib.get_close_matches(code, self.languages, n=3)
+                    hint = f"; did you mean {', '.join(close)}?" if close else ""
+                    raise ValueError(f"unknown {name} {code!r} (graphgen.languages lists {len(self.languages)}){hint}")
+            feeds[name] = np.array(codes, dtype=object)
+        return feeds
+
+    def run(
+        self,
+        texts: Sequence[str],
+        *,
+        truncate: bool | None = None,
+        source_language: str | Sequence[str] | None = None,
+        target_language: str | Sequence[str] | None = None,
+        **overrides: Any,
+    ) -> dict[str, np.ndarray]:
         """All outputs of the graph (``translation``, ``sequences``, ``sequence_scores``).
+
+        ``source_language`` and ``target_language`` (files of language-coded tokenizers: NLLB,
+        mBART-50, M2M100) take one code as the HF tokenizer spells it, or one per text; ``None``
+        keeps the file's default (``graphgen.source_language`` / ``graphgen.target_language``), and
+        a target of ``""`` forces no first token.
 
         A text with more tokens than the model has positions raises :class:`SourceTooLongError`,
         unless ``truncate`` is true: then it is cut to the limit as HF's ``truncation=True`` cuts it.
@@ -133,6 +185,8 @@ class Translator:
             raise TypeError("texts must be a sequence of str")
         values = self.settings(overrides)
         feeds: dict[str, np.ndarray] = {"text": np.array(list(texts), dtype=object)}
+        languages = {"source_language": source_language, "target_language": target_language}
+        feeds |= self.language_feeds(languages, len(texts))
         for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS):
             if name in self._inputs:
                 feeds[name] = np.array([values[name]], dtype=np.int32 if name in INT_PARAMETERS else np.float32)
@@ -170,7 +224,7 @@ class Translator:
         found = []
         for index, text in enumerate(texts):
             try:
-                self.run([text], **cheap)
+                self.run([text], **cheap)  # the source language is one token whichever it is
             except SourceTooLongError:
                 found.append(index)
         return found
@@ -186,10 +240,20 @@ class Translator:
         )
 
     def translate(
-        self, texts: Sequence[str], *, truncate: bool | None = None, **overrides: Any
+        self,
+        texts: Sequence[str],
+        *,
+        truncate: bool | None = None,
+        source_language: str | Sequence[str] | None = None,
+        target_language: str | Sequence[str] | None = None,
+        **overrides: Any,
     ) -> list[str] | list[list[str]]:
-        """One translation per text, or a list of ``num_return_sequences`` per text when > 1."""
-        result = self.run(texts, truncate=truncate, **overrides)["translation"]
+        """One translation per text, or a list of ``num_return_sequences`` per text when > 1.
+
+        Languages as in :meth:`run`.
+        """
+        languages = {"source_language": source_language, "target_language": target_language}
+        result = self.run(texts, truncate=truncate, **languages, **overrides)["translation"]
         if result.shape[1] == 1:
             return [str(row[0]) for row in result]
         return [[str(text) for text in row] for row in result]

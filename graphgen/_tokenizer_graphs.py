@@ -65,7 +65,7 @@ def _json(path: Path) -> dict:
         raise CheckpointError(f"cannot read {path}: {error}") from error
 
 
-def _check_spm(model: bytes, name: str) -> None:
+def check_spm(model: bytes, name: str) -> None:
     from sentencepiece import sentencepiece_model_pb2
 
     proto = sentencepiece_model_pb2.ModelProto()
@@ -85,8 +85,8 @@ def load_vocabulary(directory: Path) -> MarianVocabulary:
         raise CheckpointError(f"{directory / 'vocab.json'} has no <unk> entry")
     source_spm = (directory / "source.spm").read_bytes()
     decode_spm = (directory / "target.spm").read_bytes() if separate else source_spm
-    _check_spm(source_spm, "source.spm")
-    _check_spm(decode_spm, "target.spm" if separate else "source.spm")
+    check_spm(source_spm, "source.spm")
+    check_spm(decode_spm, "target.spm" if separate else "source.spm")
     max_length = int(config.get("model_max_length", 512))
     return MarianVocabulary(source_spm, source_vocab, decode_spm, target_vocab, max_length, separate)
 

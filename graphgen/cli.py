@@ -55,6 +55,9 @@ def _translate(args: argparse.Namespace) -> int:
 
     translator = Translator(args.model, threads=args.threads)
     overrides = _overrides(args)
+    overrides |= {
+        name: getattr(args, name) for name in ("source_language", "target_language") if getattr(args, name) is not None
+    }
     try:
         translator.settings(overrides)
     except ValueError as error:
@@ -151,6 +154,8 @@ def _verify(args: argparse.Namespace) -> int:
         sentences_file=args.sentences,
         batch_size=args.batch_size,
         limit=args.limit,
+        source_language=args.source_language,
+        target_language=args.target_language,
         out=sys.stdout,
     )
     return 0 if ok else 1
@@ -266,6 +271,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="cut a source longer than the model's limit to that limit (as HF truncation=True) instead of "
         "failing on it",
     )
+    languages = translate.add_argument_group(
+        "languages (files exported from NLLB, M2M100 and mBART-50 checkpoints; codes as their HF tokenizer "
+        "spells them, e.g. eng_Latn, en, en_XX)"
+    )
+    languages.add_argument("--source-language", help="the language of the input (default: the file's)")
+    languages.add_argument(
+        "--target-language", help="the language to translate into (default: the file's; '' forces none)"
+    )
     _generation_options(translate)
     translate.set_defaults(run=_translate)
 
@@ -320,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--sentences", help="file with one sentence per line (a TSV's first column is used)")
     verify.add_argument("--batch-size", type=int, default=8, help="sentences per batch (default 8)")
     verify.add_argument("--limit", type=int, help="use only the first N sentences")
+    verify.add_argument("--source-language", help="NLLB, M2M100, mBART-50: the source code (default: the file's)")
+    verify.add_argument("--target-language", help="NLLB, M2M100, mBART-50: the target code (default: the file's)")
     verify.set_defaults(run=_verify)
     return parser
 

@@ -97,6 +97,70 @@ def random_marian(directory: Path, seed: int = 0, **overrides: object) -> Path:
     return directory
 
 
+LANGUAGE_TOKENIZERS = ("NllbTokenizer", "MBart50Tokenizer", "M2M100Tokenizer")
+
+
+def _train_sentencepiece(kind: str, size: int) -> bytes:
+    """A SentencePiece model trained on the demo corpus (English and Chinese), ids 0-2 unk, <s>, </s>."""
+    import io
+
+    import sentencepiece as spm
+
+    lines = [source.split(" ", 1)[1] for source, _ in demo_test_pairs()] + [target for _, target in demo_test_pairs()]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=size,
+        model_type=kind,
+        character_coverage=0.9995,
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def language_tokenizer(directory: Path, tokenizer_class: str) -> object:
+    """Tokenizer files in the hub's layout for ``tokenizer_class``, from a freshly trained SentencePiece
+    model of the kind the real checkpoints use (BPE for NLLB and M2M100, unigram for mBART-50).
+    Returns the HF tokenizer as loaded back from ``directory``."""
+    import transformers
+
+    directory.mkdir(parents=True, exist_ok=True)
+    kind = "unigram" if tokenizer_class == "MBart50Tokenizer" else "bpe"
+    (directory / "sentencepiece.bpe.model").write_bytes(_train_sentencepiece(kind, 600))
+    cls = getattr(transformers, tokenizer_class)
+    if tokenizer_class == "NllbTokenizer":
+        from transformers.models.nllb.tokenization_nllb import FAIRSEQ_LANGUAGE_CODES
+
+        codes = FAIRSEQ_LANGUAGE_CODES
+        cls.from_pretrained(directory, additional_special_tokens=codes, src_lang="eng_Latn").save_pretrained(directory)
+    elif tokenizer_class == "MBart50Tokenizer":
+        cls.from_pretrained(directory, src_lang="en_XX").save_pretrained(directory)
+    else:  # M2M100: the hub's files as they are (pieces map to ids through vocab.json, fairseq's specials first)
+        import sentencepiece as spm
+        from transformers.models.m2m_100.tokenization_m2m_100 import FAIRSEQ_LANGUAGE_CODES
+
+        processor = spm.SentencePieceProcessor(model_file=str(directory / "sentencepiece.bpe.model"))
+        vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+        for index in range(processor.get_piece_size()):
+            vocab.setdefault(processor.id_to_piece(index), len(vocab))
+        (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        specials = {"bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "unk_token": "<unk>"}
+        specials |= {
+            "pad_token": "<pad>",
+            "additional_special_tokens": [f"__{c}__" for c in FAIRSEQ_LANGUAGE_CODES["m2m100"]],
+        }
+        config = {"src_lang": "en", "tgt_lang": None, "language_codes": "m2m100", "num_madeup_words": 8}
+        config |= {"model_max_length": 1024, "tokenizer_class": tokenizer_class, **specials}
+        (directory / "special_tokens_map.json").write_text(json.dumps(specials), encoding="utf-8")
+        (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return getattr(transformers, tokenizer_class).from_pretrained(directory)
+
+
 FAMILY_CONFIGS = ("M2M100", "MBart")
 
 
@@ -137,6 +201,19 @@ def random_family_model(directory: Path, family: str, vocab_size: int = 120, see
     model.generation_config = transformers.GenerationConfig(**(ids | {"max_length": 20} | generation))
     model.save_pretrained(directory)
     return model
+
+
+LANGUAGE_FAMILIES = {"NllbTokenizer": "M2M100", "M2M100Tokenizer": "M2M100", "MBart50Tokenizer": "MBart"}
+
+
+def language_checkpoint(directory: Path, tokenizer_class: str, seed: int = 0, **generation: object):
+    """A checkpoint as the hub lays out NLLB (M2M100 architecture, NLLB tokenizer), M2M100 or mBART-50:
+    random weights, an output layer 8 rows wider than the tokenizer (M2M100's "made-up words").
+    Returns the HF model and tokenizer."""
+    tokenizer = language_tokenizer(directory, tokenizer_class)
+    size = max(tokenizer.get_vocab().values()) + 1 + 8
+    model = random_family_model(directory, LANGUAGE_FAMILIES[tokenizer_class], size, seed, **generation)
+    return model, tokenizer
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,350 @@
+"""Tokenizer graphs for the SentencePiece tokenizers that mark languages with tokens: NLLB-200,
+mBART-50 and M2M100.
+
+All three encode a source as ``[source language] + pieces + [</s>]`` and translate into the
+language whose token is forced as the first generated token (``_loop_search.FORCED_BOS_INPUT``);
+the graph takes both languages as string inputs, spelled as the HF tokenizer spells them
+(``eng_Latn``, ``en_XX``, ``en``). What differs between the tokenizers is a :class:`TokenizerRule`:
+where the HF tokenizer keeps its language codes, and whose whitespace rules apply. HF builds the
+NLLB and mBART-50 tokenizers with the ``tokenizers`` library from the SentencePiece model
+(a ``Metaspace`` pipeline); M2M100's runs SentencePiece itself, as Marian's does.
+
+Encoding: the special tokens typed in the text (``<s>``, ``</s>``, ``<unk>``, ``<pad>``) are
+split off and each remaining chunk is tokenised on its own by the checkpoint's SentencePiece
+model (its normaliser included); pieces map to model ids through the HF vocabulary. Where
+SentencePiece drops trailing whitespace, the Metaspace pipeline keeps one ``▁`` for it: a second
+copy of the SentencePiece model, with whitespace removal off, tells which chunks end in
+whitespace. Decoding joins each id's text, ``▁`` as a space, special tokens skipped; the
+Metaspace decoder drops the ``▁`` of the first token, M2M100's strips the result (as Marian's).
+
+Not reproduced: HF also splits language codes and ``<mask>`` out of the text when a user types
+them inside it (``"say eng_Latn"``); the graph tokenises them as text (one literal split per
+code would cost some 25 nodes each, for 200 codes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from custom_ops import (
+    GraphBuilder,
+    append_where,
+    drop_marked,
+    fail_when,
+    follows_marked,
+    join_and_strip,
+    join_metaspace,
+    lookup_tokens,
+    merge_rows,
+    metaspace_tables,
+    padded_to_ragged,
+    ragged_to_padded,
+    remap,
+    split_on_literals,
+    split_whole_tokens,
+    strip_tables,
+)
+from custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, i64
+
+from ._errors import CheckpointError, UnsupportedModelError
+from ._tokenizer_graphs import check_spm
+
+NO_LANGUAGE = ""  # a target_language that forces nothing (HF generate without forced_bos_token_id)
+METASPACE = "\u2581"
+
+
+def _nllb_languages(tokenizer: Any) -> dict[str, int]:
+    """NLLB's codes are its extra special tokens (``eng_Latn``, ...), the named special tokens aside."""
+    named = {str(token) for token in tokenizer.special_tokens_map.values() if isinstance(token, str)}
+    return {code: tokenizer.convert_tokens_to_ids(code) for code in tokenizer.extra_special_tokens if code not in named}
+
+
+def _coded_languages(tokenizer: Any) -> dict[str, int]:
+    """mBART-50 (``en_XX`` → ``en_XX``) and M2M100 (``en`` → ``__en__``) list theirs in ``lang_code_to_id``."""
+    return {str(code): int(index) for code, index in tokenizer.lang_code_to_id.items()}
+
+
+@dataclass(frozen=True)
+class TokenizerRule:
+    """What one HF tokenizer class does its own way."""
+
+    languages: Callable[[Any], dict[str, int]]
+    metaspace: bool  # HF's tokenizers Metaspace pipeline, else SentencePiece's own whitespace rules
+    spm_file: str  # the attribute of the HF tokenizer naming its SentencePiece model's file
+    # Whether an id the vocabulary lacks decodes to the unknown token's text, kept verbatim (the
+    # Python tokenizers that decode runs of pieces with SentencePiece), rather than to nothing.
+    unknown_verbatim: bool = False
+
+
+RULES = {
+    "NllbTokenizer": TokenizerRule(_nllb_languages, metaspace=True, spm_file="vocab_file"),
+    "MBart50Tokenizer": TokenizerRule(_coded_languages, metaspace=True, spm_file="vocab_file"),
+    "M2M100Tokenizer": TokenizerRule(_coded_languages, metaspace=False, spm_file="spm_file", unknown_verbatim=True),
+}
+SPLIT_TOKENS = ("<s>", "</s>", "<unk>", "<pad>")
+
+
+@dataclass(frozen=True)
+class LanguageVocabulary:
+    """What the graphs need from a language-coded tokenizer's files."""
+
+    tokenizer_class: str
+    spm: bytes
+    piece_ids: dict[str, int]  # every piece and token → model id
+    languages: dict[str, int]  # code as HF spells it → its token's id
+    default_source: str
+    unk_id: int
+    eos_id: int
+    pad_id: int
+    special_ids: frozenset[int]  # skipped when decoding
+    metaspace: bool
+    trailing_space: bool  # whether a chunk's trailing whitespace becomes a "▁" (Metaspace without a right Strip)
+    unknown_text: str  # what an id outside ``piece_ids`` decodes to
+    max_length: int
+
+    @property
+    def split_tokens(self) -> dict[str, int]:
+        return {token: self.piece_ids[token] for token in SPLIT_TOKENS if token in self.piece_ids}
+
+
+def language_codes(tokenizer: Any) -> dict[str, int] | None:
+    """A loaded HF tokenizer's language codes → token ids; ``None`` for tokenizers outside ``RULES``."""
+    rule = RULES.get(type(tokenizer).__name__.removesuffix("Fast"))
+    return None if rule is None else rule.languages(tokenizer)
+
+
+def is_language_tokenizer(directory: Path) -> bool:
+    """Whether the checkpoint's tokenizer is one of ``RULES`` (by its ``tokenizer_config.json``)."""
+    import json
+
+    config = directory / "tokenizer_config.json"
+    if not config.is_file():
+        return False
+    try:
+        name = json.loads(config.read_text(encoding="utf-8")).get("tokenizer_class", "")
+    except (OSError, ValueError):
+        return False
+    return str(name).removesuffix("Fast") in RULES
+
+
+KNOWN_NORMALIZERS = (["Precompiled", "Replace"], ["Precompiled", "Strip", "Replace"])
+
+
+def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
+    """Read the ``tokenizers`` pipeline the tokenizer really runs (``tokenizer.json``, or what
+    transformers converted from the SentencePiece model): the graph builds the two shapes HF's
+    converters write, SentencePiece's normaliser then runs of spaces collapsed, with or without a
+    right strip (the unigram converter strips: mBART-50 drops trailing whitespace, NLLB keeps a ``▁``)."""
+    import json
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise UnsupportedModelError(f"the tokenizer of {directory} loads without its tokenizers pipeline")
+    pipeline = json.loads(backend.to_str())
+    normalizer = pipeline.get("normalizer") or {}
+    steps = normalizer.get("normalizers", [normalizer]) if normalizer.get("type") == "Sequence" else [normalizer]
+    kinds = [step.get("type") for step in steps]
+    pre = pipeline.get("pre_tokenizer") or {}
+    metaspace = pre.get("type") == "Metaspace" and pre.get("prepend_scheme") == "always" and pre.get("split", True)
+    replace_ok = all(
+        step.get("pattern", {}).get("Regex") == " {2,}" and step.get("content") == " "
+        for step in steps
+        if step.get("type") == "Replace"
+    )
+    strip_ok = all(
+        step.get("strip_right") and not step.get("strip_left") for step in steps if step.get("type") == "Strip"
+    )
+    if kinds not in KNOWN_NORMALIZERS or not (metaspace and replace_ok and strip_ok):
+        raise UnsupportedModelError(
+            f"the tokenizer of {directory} runs the pipeline normalizer={kinds}, pre_tokenizer={pre.get('type')}; "
+            "graphgen's tokenizer graph reproduces Precompiled + [Strip(right)] + Replace(' {2,}') with Metaspace"
+        )
+    return "Strip" not in kinds
+
+
+def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+    except (OSError, ValueError, TypeError) as error:
+        raise CheckpointError(f"cannot load the tokenizer of {directory}: {error}") from error
+    name = type(tokenizer).__name__.removesuffix("Fast")
+    rule = RULES.get(name)
+    if rule is None:
+        raise UnsupportedModelError(f"{directory} has a {name}; graphgen's text graphs support {', '.join(RULES)}")
+    spm_path = Path(getattr(tokenizer, rule.spm_file, "") or directory / "sentencepiece.bpe.model")
+    if not spm_path.is_file():
+        raise CheckpointError(f"{directory} lacks the SentencePiece model {spm_path.name}")
+    spm = spm_path.read_bytes()
+    check_spm(spm, spm_path.name)
+    languages = rule.languages(tokenizer)
+    if not languages:
+        raise CheckpointError(f"the {name} of {directory} lists no language codes")
+    source = str(tokenizer.src_lang or next(iter(languages)))
+    tokenizer.src_lang = source
+    prefix, suffix = list(tokenizer.prefix_tokens), list(tokenizer.suffix_tokens)
+    if prefix != [languages[source]] or suffix != [tokenizer.eos_token_id]:
+        raise UnsupportedModelError(
+            f"the {name} of {directory} lays a source out as {prefix} + text + {suffix}; graphgen builds "
+            "[source language] + text + [</s>] (NLLB's legacy_behaviour=True is not supported)"
+        )
+    return LanguageVocabulary(
+        tokenizer_class=name,
+        spm=spm,
+        piece_ids=dict(tokenizer.get_vocab()),
+        languages=languages,
+        default_source=source,
+        unk_id=int(tokenizer.unk_token_id),
+        eos_id=int(tokenizer.eos_token_id),
+        pad_id=int(tokenizer.pad_token_id),
+        special_ids=frozenset(int(i) for i in tokenizer.all_special_ids),
+        metaspace=rule.metaspace,
+        trailing_space=rule.metaspace and _keeps_trailing_space(tokenizer, directory),
+        unknown_text=str(tokenizer.unk_token) if rule.unknown_verbatim else "",
+        max_length=int(min(tokenizer.model_max_length, 1 << 30)),
+    )
+
+
+def _spm_op(b: GraphBuilder, text: str, model: bytes) -> tuple[str, str]:
+    return b.op_multi(
+        "SentencepieceTokenizer",
+        [
+            text,
+            b.const(np.int64(0), "nbest_size"),
+            b.const(np.float32(0.0), "alpha"),
+            b.const(np.bool_(False), "add_bos"),
+            b.const(np.bool_(False), "add_eos"),
+            b.const(np.bool_(False), "reverse"),
+        ],
+        2,
+        domain=EXTENSIONS_DOMAIN,
+        model=model,
+    )
+
+
+def _keeping_whitespace(model: bytes) -> bytes:
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    proto.normalizer_spec.remove_extra_whitespaces = False
+    return proto.SerializeToString()
+
+
+def _ends_in_whitespace(b: GraphBuilder, chunks: str, vocabulary: LanguageVocabulary) -> str:
+    """bool ``[C]``: whether each chunk, normalised, ends in whitespace (its last piece is all ``▁``
+    when SentencePiece keeps whitespace)."""
+    import sentencepiece
+
+    model = _keeping_whitespace(vocabulary.spm)
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+    blank = np.array(
+        [bool(p) and not p.strip(METASPACE) for p in map(processor.id_to_piece, range(processor.get_piece_size()))]
+        + [False]
+    )
+    ids, splits = _spm_op(b, chunks, model)
+    starts = b.op("Slice", [splits, b.const(i64(0)), b.const(i64(-1))])
+    ends = b.op("Slice", [splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))])
+    # one spare id (never blank) so that an empty chunk, or an empty batch, has something to gather
+    padded = b.op("Concat", [b.op("Cast", [ids], to=INT64), b.const(i64(len(blank) - 1))], axis=0)
+    spare = b.op("Sub", [b.op("Shape", [padded]), b.const(i64(1))])
+    last = b.op("Where", [b.op("Greater", [ends, starts]), b.op("Sub", [ends, b.const(i64(1))]), spare])
+    return b.op("Gather", [b.derived("spm_blank_pieces", blank), b.op("Gather", [padded, last])])
+
+
+def language_ids(b: GraphBuilder, codes: str, vocabulary: LanguageVocabulary, input_name: str, rows: str) -> str:
+    """String codes ``[1]`` or ``[rows]`` → int32 token ids ``[rows]``; an unknown code stops the run."""
+    table = dict(vocabulary.languages)
+    if input_name == "target_language":
+        table[NO_LANGUAGE] = -1
+    found = lookup_tokens(b, codes, table, -2)
+    unknown = b.op("Cast", [b.op("Equal", [found, b.const(np.int64(-2))])], to=INT32)
+    unknown = b.op("Cast", [b.op("ReduceMax", [unknown], keepdims=1)], to=BOOL)
+    message = f"graphgen: unknown {input_name} (the file's metadata graphgen.languages lists the codes)"
+    ids = fail_when(b, unknown, message, b.op("Cast", [found], to=INT32))
+    count = b.op("Shape", [ids])
+    wrong = b.op(
+        "And",
+        [b.op("Not", [b.op("Equal", [count, b.const(i64(1))])]), b.op("Not", [b.op("Equal", [count, rows])])],
+    )
+    ids = fail_when(b, wrong, f"graphgen: give one {input_name}, or one per text", ids)
+    return b.op("Expand", [ids, rows])
+
+
+def add_language_tokenizer(
+    b: GraphBuilder, text: str, source_language: str, vocabulary: LanguageVocabulary, max_length: int | str
+) -> tuple[str, str]:
+    """Append the encoding nodes; returns int32 ``input_ids`` and ``attention_mask`` value names."""
+    import sentencepiece
+
+    split = vocabulary.split_tokens
+    chunks, chunk_rows = split_on_literals(b, text, tuple(split))
+    token, rest, is_token = split_whole_tokens(b, chunks, tuple(split))
+    token_id = lookup_tokens(b, token, split, vocabulary.unk_id)
+    spm_ids, splits = _spm_op(b, rest, vocabulary.spm)
+    processor = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.spm)
+    table = np.array(
+        [
+            vocabulary.piece_ids.get(processor.id_to_piece(i), vocabulary.unk_id)
+            for i in range(processor.get_piece_size())
+        ],
+        dtype=np.int32,
+    )
+    model_ids = remap(b, spm_ids, table, "spm_to_model_ids")
+    pad = vocabulary.pad_id
+    chunk_ids, chunk_mask = ragged_to_padded(b, model_ids, splits, pad_id=pad, prefix=token_id, has_prefix=is_token)
+    if vocabulary.trailing_space:
+        trailing = b.op("And", [_ends_in_whitespace(b, rest, vocabulary), b.op("Not", [is_token])])
+        space = vocabulary.piece_ids.get(METASPACE, vocabulary.unk_id)
+        chunk_ids, chunk_mask = append_where(b, chunk_ids, chunk_mask, trailing, space)
+    tokens, token_splits = padded_to_ragged(b, chunk_ids, chunk_mask)
+    rows = b.op("Shape", [text])
+    source = b.op("Cast", [language_ids(b, source_language, vocabulary, "source_language", rows)], to=INT64)
+    has_source = b.op("Expand", [b.const(np.bool_(True)), rows])
+    return ragged_to_padded(
+        b,
+        tokens,
+        merge_rows(b, token_splits, chunk_rows),
+        prefix=source,
+        has_prefix=has_source,
+        suffix_id=vocabulary.eos_id,
+        pad_id=pad,
+        max_length=max_length,
+    )
+
+
+def add_language_detokenizer(b: GraphBuilder, sequences: str, vocabulary: LanguageVocabulary, size: int) -> str:
+    """Append the decoding nodes: int32 ``[batch, beams, length]`` ids below ``size`` → string
+    ``[batch, beams]``, as HF's ``batch_decode(skip_special_tokens=True)``.
+
+    M2M100's tokenizer decodes each run of pieces with SentencePiece and puts a special token's text
+    between runs as is; the only such token that survives skipping is the unknown token that an id
+    outside the vocabulary (M2M100's "made-up words") turns into. SentencePiece drops the leading
+    space of a run's pieces until one decodes to something, so the pieces after such a token lose
+    one; the whole is stripped.
+    """
+    count = max(size, max(vocabulary.piece_ids.values()) + 1)
+    pieces = [vocabulary.unknown_text] * count
+    for piece, index in vocabulary.piece_ids.items():
+        pieces[index] = piece
+    skipped = set(vocabulary.special_ids)
+    known = set(vocabulary.piece_ids.values())
+    if vocabulary.metaspace:  # tokenizers drops the ids it lacks before its decoder sees the first token
+        skipped |= set(range(count)) - known
+        return join_metaspace(b, sequences, metaspace_tables(pieces, skipped), "id_to_text")
+    texts = ["" if i in skipped else p.replace(METASPACE, " ") for i, p in enumerate(pieces)] + [""]
+    after_verbatim = [text[1:] if text.startswith(" ") else text for text in texts]
+    filler = count  # "" in both halves
+    kept = drop_marked(b, sequences, np.array([i in skipped for i in range(count)] + [True]), filler, "id_skipped")
+    verbatim = np.array([i not in known and i not in skipped for i in range(count)] + [False])
+    # SentencePiece keeps dropping one leading space while a run's pieces decode to nothing ("▁")
+    silent = np.array([not text for text in after_verbatim[:count]] + [True]) & ~verbatim
+    follows = b.op("Cast", [follows_marked(b, kept, verbatim, silent, "id_verbatim")], to=INT64)
+    ids = b.op("Add", [kept, b.op("Mul", [follows, b.const(np.int64(count + 1))])])
+    return join_and_strip(b, ids, strip_tables(texts + after_verbatim), "id_to_text")
