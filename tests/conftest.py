@@ -30,6 +30,14 @@ def cached_venv(folder: Path, *requirements: str) -> Path:
     return python
 
 
+NO_TORCH_VENV = REPO / ".venv-notorch"
+
+
+def no_torch_python() -> Path:
+    """A venv with graphgen[export-safetensors] and no torch."""
+    return cached_venv(NO_TORCH_VENV, "-e", f"{REPO}[export-safetensors]")
+
+
 def demo_test_pairs() -> list[tuple[str, str]]:
     lines = (DEMO_DIR / "test.tsv").read_text(encoding="utf-8").splitlines()
     return [tuple(line.split("\t")) for line in lines]  # type: ignore[misc]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import LANGUAGE_TOKENIZERS, demo_test_pairs, language_checkpoint
+from conftest import LANGUAGE_TOKENIZERS, demo_test_pairs, language_checkpoint, no_torch_python
 
 from graphgen import GraphgenError, Translator
 from graphgen._export import export
@@ -164,3 +164,16 @@ def test_cli_translate_with_languages(checkpoint: Checkpoint) -> None:
     failed = subprocess.run([*command[:-1], "xx", "hello"], capture_output=True, text=True)
     assert failed.returncode != 0
     assert "unknown target_language 'xx'" in failed.stderr
+
+
+def test_export_without_torch_gives_the_same_file(checkpoint: Checkpoint, tmp_path: Path) -> None:
+    """The tokenizer files and safetensors weights need no torch: the same bytes from a torch-free venv."""
+    theirs = tmp_path / "no-torch.onnx"
+    done = subprocess.run(
+        [no_torch_python(), "-m", "graphgen", "export", str(checkpoint.directory), "-o", str(theirs), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert theirs.read_bytes() == checkpoint.onnx.read_bytes()

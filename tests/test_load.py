@@ -10,15 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import DEMO_DIR, REPO, cached_venv, random_marian
+from conftest import DEMO_DIR, no_torch_python, random_marian
 from transformers import AutoConfig, MarianMTModel
 
 from graphgen import CheckpointError, export
 from graphgen._load import _torch_weights, load_checkpoint
 from graphgen._spec import ModelSpec
 from graphgen.adapters import ADAPTERS, CheckpointData
-
-NO_TORCH_VENV = REPO / ".venv-notorch"
 
 
 def torch_path_spec(directory: Path) -> ModelSpec:
@@ -77,11 +75,6 @@ def test_missing_weight_is_named(tmp_path: Path) -> None:
     save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(CheckpointError, match=r"lack model\.decoder\.layers\.1\.fc2\.bias"):
         load_checkpoint(directory)
-
-
-def no_torch_python() -> Path:
-    """A venv with graphgen[export-safetensors] and no torch."""
-    return cached_venv(NO_TORCH_VENV, "-e", f"{REPO}[export-safetensors]")
 
 
 def test_export_without_torch_gives_the_same_file(tmp_path: Path) -> None:
