@@ -503,7 +503,7 @@ def loop_search(
     ]
     for name, (elem, shape) in zip(state_in, STATE_TYPES, strict=True):
         body.input(name, elem, shape)
-    cache_shape = ["rows", heads, "past", spec.d_model // heads]
+    cache_shape = ["rows", heads, "past", spec.head_dim(heads)]
     past = []
     for index in range(spec.decoder_layers):
         key = body.input(f"search_step/past_key_{index}", FLOAT, cache_shape)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish", "silu")
+NORMS = ("layer", "rms")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,16 @@ class GenerationDefaults:
     no_repeat_ngram_size: int = 0
     bad_token_ids: tuple[int, ...] = ()
     forced_bos_token_id: int | None = None  # the first generated token (a target language), or none
+
+
+@dataclass(frozen=True)
+class RelativeAttention:
+    """T5's position scheme: a learned bias per head for each bucket of key - query distance, added to
+    the attention scores of every self-attention layer (tables ``{side}.relative_attention_bias``,
+    ``[num_buckets, heads]``); no position tables."""
+
+    num_buckets: int
+    max_distance: int
 
 
 @dataclass
@@ -68,6 +79,13 @@ class ModelSpec:
     # fairseq's padding-aware positions: a pad token reads this row and the others count only
     # non-pad tokens before them; None: position = index (+ offset)
     padding_position: int | None = None
+    norm: str = "layer"  # "layer": LayerNormalization (weight, bias); "rms": T5's root-mean-square norm (weight)
+    linear_bias: bool = True  # whether the attention and feed-forward projections have biases
+    scaled_attention: bool = True  # scores scaled by head_dim ** -0.5 (T5 folds that into its weights)
+    attention_head_dim: int = 0  # 0: d_model // heads (T5's d_kv may differ)
+    gated_feed_forward: bool = False  # act(fc1_gate(x)) * fc1(x) before fc2 (T5 v1.1, mT5)
+    relative_attention: RelativeAttention | None = None  # None: absolute position tables
+    output_scale: float = 1.0  # the decoder output's factor before the output projection (T5: d_model ** -0.5)
     weights: dict[str, np.ndarray] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
 
@@ -80,13 +98,18 @@ class ModelSpec:
     def weight(self, name: str) -> np.ndarray:
         return self.weights[self.weight_name(name)]
 
+    def head_dim(self, heads: int) -> int:
+        return self.attention_head_dim or self.d_model // heads
+
     def validate(self) -> None:
         """Fail early, with the offending field named, rather than deep inside graph building."""
         problems: list[str] = []
         if self.activation not in ACTIVATIONS:
             problems.append(f"activation {self.activation!r} is not one of {ACTIVATIONS}")
+        if self.norm not in NORMS:
+            problems.append(f"norm {self.norm!r} is not one of {NORMS}")
         for side, heads in (("encoder", self.encoder_heads), ("decoder", self.decoder_heads)):
-            if heads <= 0 or self.d_model % heads:
+            if heads <= 0 or (not self.attention_head_dim and self.d_model % heads):
                 problems.append(f"d_model {self.d_model} is not divisible by {side} heads {heads}")
         for name in required_weight_names(self):
             resolved = self.weight_name(name)
@@ -100,6 +123,11 @@ class ModelSpec:
             table = self.weights.get(self.weight_name(f"{side}.positions"))
             if table is not None and table.shape[0] < self.max_positions + self.position_offset:
                 problems.append(f"{side}.positions has {table.shape[0]} rows; {self.max_positions} positions need more")
+        relative = self.relative_attention
+        for side, heads in (("encoder", self.encoder_heads), ("decoder", self.decoder_heads)):
+            table = self.weights.get(self.weight_name(f"{side}.relative_attention_bias"))
+            if relative is not None and table is not None and table.shape != (relative.num_buckets, heads):
+                problems.append(f"{side}.relative_attention_bias must be [{relative.num_buckets}, {heads}]")
         head = self.weights.get(self.weight_name("lm_head.weight"))
         if head is not None and head.shape != (self.target_vocab_size, self.d_model):
             problems.append("lm_head.weight must be [target_vocab, d_model]")
@@ -109,29 +137,37 @@ class ModelSpec:
             raise ValueError("invalid model spec: " + "; ".join(problems))
 
 
-def layer_weight_names(prefix: str, cross_attention: bool) -> list[str]:
-    """Canonical per-layer weight names; ``prefix`` is e.g. ``decoder.layers.3``."""
+def layer_weight_names(prefix: str, cross_attention: bool, spec: ModelSpec | None = None) -> list[str]:
+    """Canonical per-layer weight names; ``prefix`` is e.g. ``decoder.layers.3``. Without ``spec``:
+    every name a BART-shaped layer has (biases, LayerNorm biases, no gate)."""
+    biases = spec is None or spec.linear_bias
+    norm_biases = spec is None or spec.norm == "layer"
     blocks = ["self_attn", "encoder_attn"] if cross_attention else ["self_attn"]
-    names = []
-    for block in blocks:
-        for projection in ("q", "k", "v", "out"):
-            names += [f"{prefix}.{block}.{projection}.weight", f"{prefix}.{block}.{projection}.bias"]
-        names += [f"{prefix}.{block}_layer_norm.weight", f"{prefix}.{block}_layer_norm.bias"]
-    names += [f"{prefix}.fc1.weight", f"{prefix}.fc1.bias", f"{prefix}.fc2.weight", f"{prefix}.fc2.bias"]
-    names += [f"{prefix}.final_layer_norm.weight", f"{prefix}.final_layer_norm.bias"]
+    linears = [f"{prefix}.{block}.{projection}" for block in blocks for projection in ("q", "k", "v", "out")]
+    linears += [f"{prefix}.fc1", f"{prefix}.fc2"]
+    if spec is not None and spec.gated_feed_forward:
+        linears.append(f"{prefix}.fc1_gate")
+    norms = [f"{prefix}.{block}_layer_norm" for block in blocks] + [f"{prefix}.final_layer_norm"]
+    names = [f"{name}.weight" for name in linears] + ([f"{name}.bias" for name in linears] if biases else [])
+    names += [f"{name}.weight" for name in norms] + ([f"{name}.bias" for name in norms] if norm_biases else [])
     return names
 
 
 def required_weight_names(spec: ModelSpec) -> list[str]:
     names = ["lm_head.weight", "final_logits_bias"]
+    norm_parts = ("weight", "bias") if spec.norm == "layer" else ("weight",)
     for side in ("encoder", "decoder"):
-        names += [f"{side}.embed_tokens", f"{side}.positions"]
+        names.append(f"{side}.embed_tokens")
+        if spec.relative_attention is None:
+            names.append(f"{side}.positions")
+        else:
+            names.append(f"{side}.relative_attention_bias")
         if spec.final_layer_norm:
-            names += [f"{side}.layer_norm.weight", f"{side}.layer_norm.bias"]
+            names += [f"{side}.layer_norm.{part}" for part in norm_parts]
         if spec.embedding_layer_norm:
-            names += [f"{side}.embedding_norm.weight", f"{side}.embedding_norm.bias"]
+            names += [f"{side}.embedding_norm.{part}" for part in norm_parts]
     for index in range(spec.encoder_layers):
-        names += layer_weight_names(f"encoder.layers.{index}", cross_attention=False)
+        names += layer_weight_names(f"encoder.layers.{index}", cross_attention=False, spec=spec)
     for index in range(spec.decoder_layers):
-        names += layer_weight_names(f"decoder.layers.{index}", cross_attention=True)
+        names += layer_weight_names(f"decoder.layers.{index}", cross_attention=True, spec=spec)
     return names

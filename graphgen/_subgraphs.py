@@ -14,6 +14,7 @@ HF's ``renormalize_logits=True`` scores.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -22,7 +23,7 @@ from onnx import GraphProto
 from custom_ops.builder import FLOAT, INT32, MS_DOMAIN, GraphBuilder, i64
 
 from ._quantize import Int8Weights
-from ._spec import ModelSpec
+from ._spec import ModelSpec, RelativeAttention
 
 NEG_INF = np.float32(-np.inf)
 MASKED = np.float32(np.finfo(np.float32).min)
@@ -43,6 +44,26 @@ def sinusoidal_positions(count: int, dim: int) -> np.ndarray:
     return table
 
 
+def relative_buckets(relative: RelativeAttention, *, bidirectional: bool) -> np.ndarray:
+    """Bucket of each key - query distance in ``[-max_distance, max_distance]`` (beyond, the end
+    buckets repeat), computed in float32 step by step as HF's ``_relative_position_bucket`` does."""
+    limit = relative.max_distance
+    distance = np.arange(-limit, limit + 1, dtype=np.int64)
+    count = relative.num_buckets
+    buckets = np.zeros_like(distance)
+    if bidirectional:
+        count //= 2
+        buckets += (distance > 0).astype(np.int64) * count
+        magnitude = np.abs(distance)
+    else:
+        magnitude = -np.minimum(distance, 0)
+    exact = count // 2
+    ratio = np.maximum(magnitude, 1).astype(np.float32) / np.float32(exact)
+    scaled = np.log(ratio) / np.float32(math.log(limit / exact)) * np.float32(count - exact)
+    large = np.minimum(exact + scaled.astype(np.int64), count - 1)
+    return buckets + np.where(magnitude < exact, magnitude, large)
+
+
 class _Transformer:
     """The layer code both subgraphs share; one instance per subgraph being built."""
 
@@ -56,10 +77,12 @@ class _Transformer:
         return self.b.weight(self.spec.weight_name(name))
 
     def linear(self, x: str, prefix: str) -> str:
+        bias = self.w(f"{prefix}.bias") if self.spec.linear_bias else ""
         if self.int8 is None:
-            return self.b.add(self.b.matmul(x, self.w(f"{prefix}.weight")), self.w(f"{prefix}.bias"))
+            y = self.b.matmul(x, self.w(f"{prefix}.weight"))
+            return self.b.add(y, bias) if bias else y
         name = self.spec.weight_name(f"{prefix}.weight")
-        return self.int8_matmul(x, name, *self.int8.linear(name), self.w(f"{prefix}.bias"))
+        return self.int8_matmul(x, name, *self.int8.linear(name), bias)
 
     def fused_linear(self, x: str, prefixes: list[str]) -> list[str]:
         """Several linears that read the same input as one matmul, split after: one pass over ``x`` and,
@@ -67,10 +90,13 @@ class _Transformer:
         b = self.b
         names = [self.spec.weight_name(f"{p}.weight") for p in prefixes]
         fused = "+".join(names)
-        bias = b.derived(f"{fused}.bias", np.concatenate([self.spec.weight(f"{p}.bias") for p in prefixes]))
+        bias = ""
+        if self.spec.linear_bias:
+            bias = b.derived(f"{fused}.bias", np.concatenate([self.spec.weight(f"{p}.bias") for p in prefixes]))
         if self.int8 is None:
             weight = b.derived(fused, np.concatenate([self.spec.weights[n] for n in names], axis=1))
-            y = b.add(b.matmul(x, weight), bias)
+            y = b.matmul(x, weight)
+            y = b.add(y, bias) if bias else y
         else:
             parts = [self.int8.linear(n) for n in names]
             weight = np.concatenate([w for w, _ in parts], axis=1)
@@ -85,6 +111,10 @@ class _Transformer:
 
     def layer_norm(self, x: str, prefix: str) -> str:
         b = self.b
+        if self.spec.norm == "rms":  # T5: x / sqrt(mean(x²) + eps) * weight; no mean, no bias
+            mean_square = b.op("ReduceMean", [b.mul(x, x), b.const(i64(-1))], keepdims=1)
+            eps = b.const(np.float32(self.spec.layer_norm_eps), "norm_eps")
+            return b.mul(b.op("Div", [x, b.op("Sqrt", [b.add(mean_square, eps)])]), self.w(f"{prefix}.weight"))
         return b.op(
             "LayerNormalization",
             [x, self.w(f"{prefix}.weight"), self.w(f"{prefix}.bias")],
@@ -109,21 +139,21 @@ class _Transformer:
 
     def split_heads(self, x: str, heads: int) -> str:
         """[B, T, D] → [B, H, T, D/H]."""
-        head_dim = self.spec.d_model // heads
+        head_dim = self.spec.head_dim(heads)
         # [0, 0, ...] rather than [0, -1, ...]: -1 cannot be inferred from an empty batch
         return self.b.transpose(self.b.reshape(x, [0, 0, heads, head_dim]), [0, 2, 1, 3])
 
-    def attention(self, q: str, k: str, v: str, heads: int, mask: str) -> str:
+    def attention(self, q: str, k: str, v: str, heads: int, mask: str, position_bias: str = "") -> str:
         """Self-attention over unmasked keys, as one com.microsoft ``MultiHeadAttention`` kernel.
 
         One kernel instead of the ~10 reshapes, transposes, matmuls and the softmax it replaces,
         each of which ORT dispatches on every decoding step. ``q``/``k``/``v`` are ``[B, T, D]``;
         ``mask`` is the int32 ``[B, S]`` padding mask, whose zeros get the float32 minimum, as HF's
-        masks do.
+        masks do. ``position_bias`` (``[1, H, T, T]``) is T5's relative position bias.
         """
         return self.b.op(
             "MultiHeadAttention",
-            [q, k, v, "", mask],
+            [q, k, v, "", mask, *([position_bias] if position_bias else [])],
             domain=MS_DOMAIN,
             num_heads=heads,
             scale=self.scale(heads),
@@ -153,19 +183,50 @@ class _Transformer:
         return b.op("Expand", [rows, expanded])
 
     def cached_self_attention(
-        self, q: str, k: str, v: str, heads: int, past: tuple[str, str] | None
+        self, q: str, k: str, v: str, heads: int, past: tuple[str, str] | None, position_bias: str = ""
     ) -> tuple[str, str, str]:
         """A decoding step's self-attention: the output and the key/value caches with this step appended."""
-        cache = ["", "", "", *past] if past is not None else []
+        cache = ["", "", position_bias, *past] if past is not None else ["", "", position_bias] if position_bias else []
         output, key, value = self.b.op_multi(
             "MultiHeadAttention", [q, k, v, *cache], 3, domain=MS_DOMAIN, num_heads=heads, scale=self.scale(heads)
         )
         return output, key, value
 
     def scale(self, heads: int) -> float:
-        return float(np.float32((self.spec.d_model // heads) ** -0.5))
+        if not self.spec.scaled_attention:
+            return 1.0
+        return float(np.float32(self.spec.head_dim(heads) ** -0.5))
 
-    def embed(self, ids: str, side: str, positions: str) -> str:
+    def relative_bias(self, side: str, distances: str) -> str:
+        """T5's position bias: int64 key - query ``distances`` ``[...]`` → float ``[..., H]``."""
+        b, relative = self.b, self.spec.relative_attention
+        assert relative is not None
+        limit = relative.max_distance
+        clipped = b.op("Min", [b.op("Max", [distances, b.const(np.int64(-limit))]), b.const(np.int64(limit))])
+        table = b.derived(f"{side}.relative_buckets", relative_buckets(relative, bidirectional=side == "encoder"))
+        bucket = b.op("Gather", [table, b.add(clipped, b.const(np.int64(limit)))])
+        return b.op("Gather", [self.w(f"{side}.relative_attention_bias"), bucket])
+
+    def source_relative_bias(self, input_ids: str) -> str:
+        """``[1, H, S, S]``: every source position over every other (computed once, shared by the layers)."""
+        b = self.b
+        length = b.op("Squeeze", [b.op("Shape", [input_ids], start=1, end=2)])
+        position = b.op("Range", [b.const(np.int64(0)), length, b.const(np.int64(1))])
+        distances = b.op(
+            "Sub", [b.op("Unsqueeze", [position, b.const(i64(0))]), b.op("Unsqueeze", [position, b.const(i64(1))])]
+        )
+        values = self.relative_bias("encoder", distances)  # [S, S, H]
+        return b.op("Unsqueeze", [b.transpose(values, [2, 0, 1]), b.const(i64(0))])
+
+    def step_relative_bias(self, past_length: str) -> str:
+        """``[1, H, 1, past + 1]``: the new token over itself and every earlier one."""
+        b = self.b
+        total = b.op("Squeeze", [b.op("Add", [past_length, b.const(i64(1))])])
+        keys = b.op("Range", [b.const(np.int64(0)), total, b.const(np.int64(1))])
+        values = self.relative_bias("decoder", b.op("Sub", [keys, past_length]))  # [T, H]
+        return b.reshape(b.transpose(values, [1, 0]), [1, self.spec.decoder_heads, 1, -1])
+
+    def embed(self, ids: str, side: str, positions: str | None) -> str:
         """Token embedding (scaled) + ``positions`` rows, then the embedding norm where the model has one."""
         b = self.b
         table = f"{side}.embed_tokens"
@@ -182,14 +243,17 @@ class _Transformer:
             tokens = b.mul(values, token_scale)
         if self.spec.embed_scale != 1.0:
             tokens = b.mul(tokens, b.const(np.float32(self.spec.embed_scale), "embed_scale"))
-        x = b.add(tokens, positions)
+        x = tokens if positions is None else b.add(tokens, positions)
         if self.spec.embedding_layer_norm:
             x = self.layer_norm(x, f"{side}.embedding_norm")
         return x
 
-    def source_positions(self, input_ids: str) -> str:
-        """Position rows of the source tokens: ``[S, D]``, or ``[B, S, D]`` when they depend on padding."""
+    def source_positions(self, input_ids: str) -> str | None:
+        """Position rows of the source tokens: ``[S, D]``, or ``[B, S, D]`` when they depend on padding;
+        ``None`` for relative positions."""
         b, spec = self.b, self.spec
+        if spec.relative_attention is not None:
+            return None
         table = self.w("encoder.positions")
         if spec.padding_position is None:
             length = b.op("Shape", [input_ids], start=1, end=2)
@@ -202,9 +266,11 @@ class _Transformer:
         index = b.add(counted, b.const(np.int32(spec.position_offset - 1)))
         return b.op("Gather", [table, b.op("Where", [is_pad, b.const(np.int32(spec.padding_position)), index])])
 
-    def step_positions(self, input_ids: str, past_length: str) -> str:
+    def step_positions(self, input_ids: str, past_length: str) -> str | None:
         """Position rows of one decoding step's tokens ``[B, 1]`` after ``past_length`` (int64 [1]) tokens."""
         b, spec = self.b, self.spec
+        if spec.relative_attention is not None:
+            return None
         table = self.w("decoder.positions")
         index = b.op("Add", [past_length, b.const(i64(spec.position_offset))]) if spec.position_offset else past_length
         if spec.padding_position is None:
@@ -220,6 +286,9 @@ class _Transformer:
         return self.layer_norm(self.b.add(x, transform(x)), norm)
 
     def feed_forward(self, x: str, prefix: str) -> str:
+        if self.spec.gated_feed_forward:
+            gate = self.activation(self.linear(x, f"{prefix}.fc1_gate"))
+            return self.linear(self.b.mul(gate, self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
         return self.linear(self.activation(self.linear(x, f"{prefix}.fc1")), f"{prefix}.fc2")
 
     def stack_end(self, x: str, side: str) -> str:
@@ -229,12 +298,14 @@ class _Transformer:
         spec = self.spec
         x = self.embed(input_ids, "encoder", self.source_positions(input_ids))
         heads = spec.encoder_heads
+        position_bias = self.source_relative_bias(input_ids) if spec.relative_attention is not None else ""
         for index in range(spec.encoder_layers):
             prefix = f"encoder.layers.{index}"
 
             def attend(h: str, prefix: str = prefix) -> str:
                 q, k, v = self.fused_linear(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
-                return self.linear(self.attention(q, k, v, heads, mask), f"{prefix}.self_attn.out")
+                attended = self.attention(q, k, v, heads, mask, position_bias)
+                return self.linear(attended, f"{prefix}.self_attn.out")
 
             x = self.sublayer(x, f"{prefix}.self_attn_layer_norm", attend)
             x = self.sublayer(x, f"{prefix}.final_layer_norm", lambda h, prefix=prefix: self.feed_forward(h, prefix))
@@ -270,6 +341,7 @@ class _Transformer:
         b, spec = self.b, self.spec
         heads = spec.decoder_heads
         x = self.embed(input_ids, "decoder", self.step_positions(input_ids, past_length))
+        position_bias = self.step_relative_bias(past_length) if spec.relative_attention is not None else ""
         presents = []
         if cross_bias is None:
             cross_bias = self.padding_bias(mask, heads)
@@ -279,7 +351,7 @@ class _Transformer:
 
             def attend_self(h: str, prefix: str = prefix, past: tuple[str, str] | None = past) -> str:
                 q, k, v = self.fused_linear(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
-                attended, key, value = self.cached_self_attention(q, k, v, heads, past)
+                attended, key, value = self.cached_self_attention(q, k, v, heads, past, position_bias)
                 presents.append((key, value))
                 return self.linear(attended, f"{prefix}.self_attn.out")
 
@@ -304,6 +376,8 @@ class _Transformer:
         leaves the processors out.
         """
         b, spec = self.b, self.spec
+        if spec.output_scale != 1.0:
+            hidden = b.mul(hidden, b.const(np.float32(spec.output_scale), "output_scale"))
         flat = b.reshape(hidden, [-1, spec.d_model])
         # The processors mask whole vocabulary columns, the same for every row, so they pick one of a
         # few precomputed [V] bias rows rather than editing the logits ([rows, V]) on every step.
@@ -363,7 +437,7 @@ def bias_variants(spec: ModelSpec) -> list[np.ndarray]:
 
 def _cache_shape(spec: ModelSpec, length: str | int) -> list[int | str]:
     heads = spec.decoder_heads
-    return ["batch", heads, length, spec.d_model // heads]
+    return ["batch", heads, length, spec.head_dim(heads)]
 
 
 def build_encoder_graph(spec: ModelSpec, int8: Int8Weights | None = None) -> tuple[GraphProto, GraphBuilder]:

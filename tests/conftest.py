@@ -169,6 +169,26 @@ def language_tokenizer(directory: Path, tokenizer_class: str) -> object:
     return getattr(transformers, tokenizer_class).from_pretrained(directory)
 
 
+def random_sources(
+    count: int, size: int, *, vocab: int, pad: int, eos: int, longest: int = 12, seed: int = 0
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``count`` batches of ``size`` random sources of 2-``longest`` tokens ending in EOS, right-padded;
+    one row in four left-padded (fairseq's positions skip pad tokens wherever they are)."""
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(count):
+        lengths = rng.integers(2, longest + 1, size=size)
+        ids = np.full((size, lengths.max()), pad, dtype=np.int64)
+        for row, n in enumerate(lengths):
+            tokens = np.append(rng.integers(max(pad, eos) + 1, vocab, size=n - 1), eos)
+            if row % 4 == 3:
+                ids[row, -n:] = tokens
+            else:
+                ids[row, :n] = tokens
+        batches.append((ids, (ids != pad).astype(np.int64)))
+    return batches
+
+
 FAMILY_CONFIGS = ("M2M100", "MBart")
 
 
@@ -209,6 +229,57 @@ def random_family_model(directory: Path, family: str, vocab_size: int = 120, see
     model.generation_config = transformers.GenerationConfig(**(ids | {"max_length": 20} | generation))
     model.save_pretrained(directory)
     return model
+
+
+# name → (config class, config settings). The weights' scale is picked so that outputs depend on the
+# input (the original T5 scales its output down) without scores so sharp that float32 noise decides.
+T5_VARIANTS = {
+    "t5": ("T5Config", {"feed_forward_proj": "relu", "initializer_factor": 4.0}),  # tied head, output scaled
+    "t5-v1.1": ("T5Config", {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}),
+    "mt5": ("MT5Config", {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}),
+}
+
+
+def random_t5_model(directory: Path, variant: str, vocab_size: int = 120, seed: int = 0, **generation: object):
+    """A tiny T5 / mT5 with random weights in the hub's layout. d_kv × heads differs from d_model,
+    and the relative buckets reach their log-spaced and saturated ranges within 30 tokens."""
+    import torch
+    import transformers
+
+    config_class, settings = T5_VARIANTS[variant]
+    config = getattr(transformers, config_class)(
+        vocab_size=vocab_size,
+        d_model=32,
+        d_kv=6,
+        d_ff=40,
+        num_layers=3,  # encoder; HF's cache sizes itself by this, so the decoder has no more
+        num_decoder_layers=2,
+        num_heads=4,
+        relative_attention_num_buckets=10,
+        relative_attention_max_distance=14,
+        decoder_start_token_id=0,
+        **settings,
+    )
+    torch.manual_seed(seed)
+    model = getattr(transformers, config_class.replace("Config", "ForConditionalGeneration"))(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "layer_norm" in name:  # RMS norm weights start at 1: make them matter
+                parameter.add_(torch.randn_like(parameter) * 0.3)
+    ids = {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0}
+    model.generation_config = transformers.GenerationConfig(**(ids | {"max_length": 40} | generation))
+    model.save_pretrained(directory)
+    if variant == "t5":
+        return model
+    # v1.1 and mT5 checkpoints store their own output layer; transformers 5 ties it in memory, so it is
+    # written into the file here, and the model read back (it then keeps both, as for the hub's files)
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(directory / "model.safetensors")
+    rng = np.random.default_rng(seed)
+    tensors["lm_head.weight"] = rng.standard_normal(tensors["shared.weight"].shape).astype(np.float32)
+    save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+    return type(model).from_pretrained(directory).eval()
 
 
 LANGUAGE_FAMILIES = {"NllbTokenizer": "M2M100", "M2M100Tokenizer": "M2M100", "MBart50Tokenizer": "MBart"}

@@ -14,7 +14,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
-from conftest import FAMILY_CONFIGS, random_family_model
+from conftest import FAMILY_CONFIGS, random_family_model, random_sources
 
 from graphgen._export import export
 from graphgen._parity import generated_tokens
@@ -38,21 +38,7 @@ def family(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 def _batches(count: int, size: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Random sources of 2-12 tokens ending in EOS, right-padded; one row in four left-padded
-    (fairseq's positions skip pad tokens wherever they are)."""
-    rng = np.random.default_rng(seed)
-    batches = []
-    for _ in range(count):
-        lengths = rng.integers(2, 13, size=size)
-        ids = np.full((size, lengths.max()), PAD, dtype=np.int64)
-        for row, n in enumerate(lengths):
-            tokens = np.append(rng.integers(3, VOCAB, size=n - 1), EOS)
-            if row % 4 == 3:
-                ids[row, -n:] = tokens
-            else:
-                ids[row, :n] = tokens
-        batches.append((ids, (ids != PAD).astype(np.int64)))
-    return batches
+    return random_sources(count, size, vocab=VOCAB, pad=PAD, eos=EOS, seed=seed)
 
 
 def _run(session, ids, mask, **settings) -> list[tuple[int, ...]]:

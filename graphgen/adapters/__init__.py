@@ -46,4 +46,4 @@ def supported_architectures() -> list[str]:
     return sorted(f"{a.model_class} ({a.config_class})" for a in ADAPTERS.values())
 
 
-from . import m2m100, marian, mbart  # noqa: E402,F401  (each registers itself)
+from . import m2m100, marian, mbart, t5  # noqa: E402,F401  (each registers itself)

@@ -67,14 +67,14 @@ def norm_weights(tensor: Callable[[str], np.ndarray], names: dict[str, str]) -> 
     return weights
 
 
-def embedding_weights(tensor: Callable[[str], np.ndarray]) -> tuple[Tensors, dict[str, str]]:
+def embedding_weights(tensor: Callable[[str], np.ndarray], prefix: str = "model.") -> tuple[Tensors, dict[str, str]]:
     """Token tables and output projection, each distinct array stored once.
 
     Tied tables are found by comparing values, not names or object identity, so a checkpoint that
-    saved two equal copies is deduplicated too.
+    saved two equal copies is deduplicated too. ``prefix``: where HF keeps the stacks (T5: none).
     """
-    encoder_table = tensor("model.encoder.embed_tokens.weight")
-    decoder_table = tensor("model.decoder.embed_tokens.weight")
+    encoder_table = tensor(f"{prefix}encoder.embed_tokens.weight")
+    decoder_table = tensor(f"{prefix}decoder.embed_tokens.weight")
     head = tensor("lm_head.weight")
     weights: Tensors = {"encoder.embed_tokens": encoder_table}
     aliases: dict[str, str] = {}
@@ -89,21 +89,28 @@ def embedding_weights(tensor: Callable[[str], np.ndarray]) -> tuple[Tensors, dic
     return weights, aliases
 
 
-def shared_table_ties(config: Any, tensors: Tensors) -> Tensors:
-    """Fill in what a safetensors file leaves out of a ``model.shared`` checkpoint (M2M100, mBART):
-    both token tables are the shared one, and the head too when the config ties it."""
+def shared_table_ties(config: Any, tensors: Tensors, prefix: str = "model.") -> Tensors:
+    """Fill in what a safetensors file leaves out of a ``model.shared`` checkpoint (M2M100, mBART;
+    T5's ``shared`` with ``prefix=""``): both token tables are the shared one, and the head too when
+    the config ties it."""
     tied = dict(tensors)
-    if "model.shared.weight" in tied:
+    shared = f"{prefix}shared.weight"
+    if shared in tied:
         for side in ("encoder", "decoder"):
-            tied.setdefault(f"model.{side}.embed_tokens.weight", tied["model.shared.weight"])
+            tied.setdefault(f"{prefix}{side}.embed_tokens.weight", tied[shared])
         if getattr(config, "tie_word_embeddings", True):
-            tied.setdefault("lm_head.weight", tied["model.shared.weight"])
+            tied.setdefault("lm_head.weight", tied[shared])
     return tied
 
 
 def decoder_start(config: Any, generation_config: Any) -> int:
     """HF's rule: the generation config's start token, else the model config's, else BOS."""
-    for value in (generation_config.decoder_start_token_id, config.decoder_start_token_id, config.bos_token_id):
+    candidates = (
+        getattr(generation_config, "decoder_start_token_id", None),
+        getattr(config, "decoder_start_token_id", None),
+        getattr(config, "bos_token_id", None),  # T5's config has none
+    )
+    for value in candidates:
         if value is not None:
             return int(value)
     raise CheckpointError("the checkpoint names no decoder_start_token_id (nor a bos_token_id)")

@@ -1,0 +1,102 @@
+"""T5 (original and v1.1) and mT5 checkpoints: the id-level file equals HF ``generate``.
+
+Tiny random-weight models (``conftest.random_t5_model``) cover what T5 does its own way: relative
+position buckets (exact, log-spaced and saturated distances), RMS norms, no biases, unscaled
+attention, d_kv × heads ≠ d_model, the gated feed-forward, the scaled tied head of the original
+and the untied head of v1.1 / mT5.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from conftest import T5_VARIANTS, random_sources, random_t5_model
+
+from graphgen._export import export
+from graphgen._load import load_checkpoint
+from graphgen._parity import generated_tokens
+from graphgen._spec import RelativeAttention
+from graphgen._subgraphs import relative_buckets
+
+VOCAB = 120
+PAD, EOS = 0, 1
+
+
+@pytest.fixture(scope="module", params=list(T5_VARIANTS))
+def variant(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    directory = tmp_path_factory.mktemp(request.param) / "checkpoint"
+    model = random_t5_model(directory, request.param, VOCAB, num_beams=4)
+    export(directory, directory / "ids.onnx", tokenizer=False, progress=lambda _: None)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(directory / "ids.onnx"), options, providers=["CPUExecutionProvider"])
+    return session, model, directory, request.param
+
+
+def _run(session, ids, mask, **settings) -> list[tuple[int, ...]]:
+    feeds = {"input_ids": ids.astype(np.int32), "attention_mask": mask.astype(np.int32)}
+    feeds |= {name: np.atleast_1d(np.asarray(value, dtype=np.int32)) for name, value in settings.items()}
+    sequences = session.run(["sequences"], feeds)[0]
+    return [generated_tokens(row, EOS, PAD) for row in sequences.reshape(-1, sequences.shape[-1])]
+
+
+def _hf(model, ids, mask, **settings) -> list[tuple[int, ...]]:
+    with torch.no_grad():
+        out = model.generate(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), **settings)
+    return [generated_tokens(row, EOS, PAD) for row in out.numpy()]
+
+
+def test_the_variants_differ_where_they_should(variant) -> None:
+    _, _, directory, name = variant
+    spec = load_checkpoint(directory).spec
+    assert spec.gated_feed_forward == (name != "t5")
+    assert (spec.output_scale != 1.0) == (name == "t5")
+    assert (spec.weight_name("lm_head.weight") == "lm_head.weight") == (name != "t5")
+    assert spec.head_dim(spec.encoder_heads) == 6 and spec.relative_attention == RelativeAttention(10, 14)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize(("buckets", "distance"), [(32, 128), (10, 14), (16, 40)])
+def test_relative_buckets_equal_hf(bidirectional: bool, buckets: int, distance: int) -> None:
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    table = relative_buckets(RelativeAttention(buckets, distance), bidirectional=bidirectional)
+    offsets = torch.arange(-3 * distance, 3 * distance + 1)
+    expected = T5Attention._relative_position_bucket(offsets, bidirectional, buckets, distance).numpy()
+    assert table[np.clip(offsets.numpy(), -distance, distance) + distance].tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("batch_size", [1, 8])
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_equals_hf(variant, batch_size: int, num_beams: int) -> None:
+    """104 sources of up to 30 tokens (past the bucket range), outputs up to 40 tokens."""
+    session, model, _, _ = variant
+    expected, actual = [], []
+    for ids, mask in random_sources(104 // batch_size, batch_size, vocab=VOCAB, pad=PAD, eos=EOS, longest=30):
+        expected += _hf(model, ids, mask, num_beams=num_beams)
+        actual += _run(session, ids, mask, num_beams=num_beams)
+    assert len({row[:4] for row in expected}) > 10  # outputs depend on the input
+    assert max(map(len, expected)) > 20  # and reach distances past max_distance
+    differ = [(a, e) for a, e in zip(actual, expected, strict=True) if a != e]
+    assert not differ, f"{len(differ)} of {len(expected)} differ, e.g. {differ[:2]}"
+
+
+def test_op_search_equals_hf(variant, tmp_path: Path) -> None:
+    """ORT's BeamSearch op runs the same subgraphs (relative bias per step from the cache length)."""
+    _, model, directory, _ = variant
+    export(directory, tmp_path / "op.onnx", tokenizer=False, search="op", progress=lambda _: None)
+    session = ort.InferenceSession(str(tmp_path / "op.onnx"), providers=["CPUExecutionProvider"])
+    for ids, mask in random_sources(4, 4, vocab=VOCAB, pad=PAD, eos=EOS, longest=30, seed=2):
+        assert _run(session, ids, mask, num_beams=1) == _hf(model, ids, mask, num_beams=1)
+
+
+def test_int8_export_runs(variant, tmp_path: Path) -> None:
+    _, _, directory, _ = variant
+    export(directory, tmp_path / "int8.onnx", tokenizer=False, int8=True, progress=lambda _: None)
+    session = ort.InferenceSession(str(tmp_path / "int8.onnx"), providers=["CPUExecutionProvider"])
+    ids, mask = random_sources(1, 4, vocab=VOCAB, pad=PAD, eos=EOS)[0]
+    assert len(_run(session, ids, mask)) == 4
