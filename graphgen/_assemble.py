@@ -241,7 +241,7 @@ def build_text_model(
     ``source_language`` and ``target_language`` (one code, or one per text) choose the languages;
     the target's token is forced as the first one generated, and ``""`` forces nothing.
     """
-    languages = isinstance(vocabulary, LanguageVocabulary)
+    languages = isinstance(vocabulary, LanguageVocabulary) and bool(vocabulary.languages)
     if languages and search != "loop":
         raise UnsupportedModelError("target languages are forced by graphgen's own search: use search='loop'")
     core = _search_core(spec, int8, f"shorten it, or set the optional input {TRUNCATE_INPUT} to true to cut it", search)
@@ -256,12 +256,17 @@ def build_text_model(
     )
     post = GraphBuilder("detokenizer")
     optional: list[tuple[ValueInfoProto, TensorProto]] = []
-    if isinstance(vocabulary, LanguageVocabulary):
-        ids, mask = add_language_tokenizer(pre, TEXT_INPUT, SOURCE_LANGUAGE_INPUT, vocabulary, max_length=limit)
+    if isinstance(vocabulary, MarianVocabulary):
+        ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id, max_length=limit)
+        detokenized = add_detokenizer(post, "sequences", vocabulary)
+    else:
+        source = SOURCE_LANGUAGE_INPUT if languages else None
+        ids, mask = add_language_tokenizer(pre, TEXT_INPUT, source, vocabulary, max_length=limit)
+        detokenized = add_language_detokenizer(post, "sequences", vocabulary, spec.target_vocab_size)
+    if languages:
         rows = pre.op("Shape", [TEXT_INPUT])
         target = language_ids(pre, TARGET_LANGUAGE_INPUT, vocabulary, TARGET_LANGUAGE_INPUT, rows)
         pre.op("Identity", [target], outputs=[FORCED_BOS_INPUT])
-        detokenized = add_language_detokenizer(post, "sequences", vocabulary, spec.target_vocab_size)
         for name, default in zip(
             (SOURCE_LANGUAGE_INPUT, TARGET_LANGUAGE_INPUT), _language_defaults(spec, vocabulary), strict=True
         ):
@@ -271,9 +276,6 @@ def build_text_model(
                     numpy_helper.from_array(np.array([default], dtype=object), name),
                 )
             )
-    else:
-        ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id, max_length=limit)
-        detokenized = add_detokenizer(post, "sequences", vocabulary)
     pre.op("Identity", [ids], outputs=["input_ids"])
     pre.op("Identity", [mask], outputs=["attention_mask"])
     post.op("Identity", [detokenized], outputs=[TEXT_OUTPUT])
@@ -307,7 +309,7 @@ def build_text_model(
     props = metadata(spec, "text", int8, search)
     props["graphgen.custom_op_domains"] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
     props["graphgen.min_extensions"] = MIN_EXTENSIONS
-    if isinstance(vocabulary, LanguageVocabulary):
+    if languages:
         source, target = _language_defaults(spec, vocabulary)
         props["graphgen.languages"] = json.dumps(sorted(vocabulary.languages))
         props["graphgen.source_language"] = source

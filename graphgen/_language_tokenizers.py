@@ -1,5 +1,5 @@
 """Tokenizer graphs for the SentencePiece tokenizers that mark languages with tokens: NLLB-200,
-mBART-50 and M2M100.
+mBART-50 and M2M100; and T5's, which marks none (its task is a text prefix).
 
 All three encode a source as ``[source language] + pieces + [</s>]`` and translate into the
 language whose token is forced as the first generated token (``_loop_search.FORCED_BOS_INPUT``);
@@ -69,6 +69,11 @@ def _coded_languages(tokenizer: Any) -> dict[str, int]:
     return {str(code): int(index) for code, index in tokenizer.lang_code_to_id.items()}
 
 
+def _no_languages(tokenizer: Any) -> dict[str, int]:
+    """T5 marks no language with a token: the task is a text prefix ("translate English to German: ")."""
+    return {}
+
+
 @dataclass(frozen=True)
 class TokenizerRule:
     """What one HF tokenizer class does its own way."""
@@ -85,6 +90,7 @@ RULES = {
     "NllbTokenizer": TokenizerRule(_nllb_languages, metaspace=True, spm_file="vocab_file"),
     "MBart50Tokenizer": TokenizerRule(_coded_languages, metaspace=True, spm_file="vocab_file"),
     "M2M100Tokenizer": TokenizerRule(_coded_languages, metaspace=False, spm_file="spm_file", unknown_verbatim=True),
+    "T5Tokenizer": TokenizerRule(_no_languages, metaspace=True, spm_file="vocab_file"),
 }
 SPLIT_TOKENS = ("<s>", "</s>", "<unk>", "<pad>")
 
@@ -96,7 +102,7 @@ class LanguageVocabulary:
     tokenizer_class: str
     spm: bytes
     piece_ids: dict[str, int]  # every piece and token → model id
-    languages: dict[str, int]  # code as HF spells it → its token's id
+    languages: dict[str, int]  # code as HF spells it → its token's id; empty: no language inputs (T5)
     default_source: str
     unk_id: int
     eos_id: int
@@ -113,7 +119,8 @@ class LanguageVocabulary:
 
 
 def language_codes(tokenizer: Any) -> dict[str, int] | None:
-    """A loaded HF tokenizer's language codes → token ids; ``None`` for tokenizers outside ``RULES``."""
+    """A loaded HF tokenizer's language codes → token ids; ``None`` for tokenizers outside ``RULES``
+    (and ``{}`` for T5's, which has none)."""
     rule = RULES.get(type(tokenizer).__name__.removesuffix("Fast"))
     return None if rule is None else rule.languages(tokenizer)
 
@@ -132,14 +139,13 @@ def is_language_tokenizer(directory: Path) -> bool:
     return str(name).removesuffix("Fast") in RULES
 
 
-KNOWN_NORMALIZERS = (["Precompiled", "Replace"], ["Precompiled", "Strip", "Replace"])
-
-
 def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
     """Read the ``tokenizers`` pipeline the tokenizer really runs (``tokenizer.json``, or what
-    transformers converted from the SentencePiece model): the graph builds the two shapes HF's
-    converters write, SentencePiece's normaliser then runs of spaces collapsed, with or without a
-    right strip (the unigram converter strips: mBART-50 drops trailing whitespace, NLLB keeps a ``▁``)."""
+    transformers converted from the SentencePiece model). The graph builds the shapes HF's converters
+    write: SentencePiece's normaliser, then runs of spaces collapsed, with or without a right strip
+    (the unigram converter strips: mBART-50 drops trailing whitespace, NLLB keeps a ``▁``), then
+    Metaspace; or T5's: the normaliser, then words split at whitespace (which drops it all) and
+    Metaspace. Whether a chunk's trailing whitespace becomes a ``▁`` is what differs for the graph."""
     import json
 
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -147,10 +153,13 @@ def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
         raise UnsupportedModelError(f"the tokenizer of {directory} loads without its tokenizers pipeline")
     pipeline = json.loads(backend.to_str())
     normalizer = pipeline.get("normalizer") or {}
-    steps = normalizer.get("normalizers", [normalizer]) if normalizer.get("type") == "Sequence" else [normalizer]
+    steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer]
     kinds = [step.get("type") for step in steps]
     pre = pipeline.get("pre_tokenizer") or {}
-    metaspace = pre.get("type") == "Metaspace" and pre.get("prepend_scheme") == "always" and pre.get("split", True)
+    pre_steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    pre_kinds = [step.get("type") for step in pre_steps]
+    metaspace = pre_steps[-1] if pre_steps else {}
+    metaspace_ok = metaspace.get("prepend_scheme") == "always" and metaspace.get("split", True)
     replace_ok = all(
         step.get("pattern", {}).get("Regex") == " {2,}" and step.get("content") == " "
         for step in steps
@@ -159,12 +168,17 @@ def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
     strip_ok = all(
         step.get("strip_right") and not step.get("strip_left") for step in steps if step.get("type") == "Strip"
     )
-    if kinds not in KNOWN_NORMALIZERS or not (metaspace and replace_ok and strip_ok):
+    collapsing = kinds in (["Precompiled", "Replace"], ["Precompiled", "Strip", "Replace"]) and pre_kinds == [
+        "Metaspace"
+    ]
+    word_split = kinds == ["Precompiled"] and pre_kinds == ["WhitespaceSplit", "Metaspace"]
+    if not ((collapsing or word_split) and metaspace_ok and replace_ok and strip_ok):
         raise UnsupportedModelError(
-            f"the tokenizer of {directory} runs the pipeline normalizer={kinds}, pre_tokenizer={pre.get('type')}; "
-            "graphgen's tokenizer graph reproduces Precompiled + [Strip(right)] + Replace(' {2,}') with Metaspace"
+            f"the tokenizer of {directory} runs the pipeline normalizer={kinds}, pre_tokenizer={pre_kinds}; "
+            "graphgen's tokenizer graph reproduces Precompiled + [Strip(right)] + Replace(' {2,}') with "
+            "Metaspace, and Precompiled with WhitespaceSplit + Metaspace"
         )
-    return "Strip" not in kinds
+    return collapsing and "Strip" not in kinds
 
 
 def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
@@ -184,15 +198,20 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
     spm = spm_path.read_bytes()
     check_spm(spm, spm_path.name)
     languages = rule.languages(tokenizer)
-    if not languages:
+    if rule.languages is not _no_languages and not languages:
         raise CheckpointError(f"the {name} of {directory} lists no language codes")
-    source = str(tokenizer.src_lang or next(iter(languages)))
-    tokenizer.src_lang = source
-    prefix, suffix = list(tokenizer.prefix_tokens), list(tokenizer.suffix_tokens)
-    if prefix != [languages[source]] or suffix != [tokenizer.eos_token_id]:
+    source = ""
+    if languages:
+        source = str(tokenizer.src_lang or next(iter(languages)))
+        tokenizer.src_lang = source
+    probe = "a b"
+    layout = tokenizer(probe).input_ids
+    expected = [*([languages[source]] if languages else []), *tokenizer(probe, add_special_tokens=False).input_ids]
+    if layout != [*expected, tokenizer.eos_token_id]:
+        wanted = "[source language] + text + [</s>]" if languages else "text + [</s>]"
         raise UnsupportedModelError(
-            f"the {name} of {directory} lays a source out as {prefix} + text + {suffix}; graphgen builds "
-            "[source language] + text + [</s>] (NLLB's legacy_behaviour=True is not supported)"
+            f"the {name} of {directory} lays {probe!r} out as {layout}; graphgen builds {wanted} "
+            "(NLLB's legacy_behaviour=True is not supported)"
         )
     return LanguageVocabulary(
         tokenizer_class=name,
@@ -278,9 +297,10 @@ def language_ids(b: GraphBuilder, codes: str, vocabulary: LanguageVocabulary, in
 
 
 def add_language_tokenizer(
-    b: GraphBuilder, text: str, source_language: str, vocabulary: LanguageVocabulary, max_length: int | str
+    b: GraphBuilder, text: str, source_language: str | None, vocabulary: LanguageVocabulary, max_length: int | str
 ) -> tuple[str, str]:
-    """Append the encoding nodes; returns int32 ``input_ids`` and ``attention_mask`` value names."""
+    """Append the encoding nodes; returns int32 ``input_ids`` and ``attention_mask`` value names.
+    ``source_language`` names the string input of source codes; ``None`` when the tokenizer has none."""
     import sentencepiece
 
     split = vocabulary.split_tokens
@@ -305,8 +325,10 @@ def add_language_tokenizer(
         chunk_ids, chunk_mask = append_where(b, chunk_ids, chunk_mask, trailing, space)
     tokens, token_splits = padded_to_ragged(b, chunk_ids, chunk_mask)
     rows = b.op("Shape", [text])
-    source = b.op("Cast", [language_ids(b, source_language, vocabulary, "source_language", rows)], to=INT64)
-    has_source = b.op("Expand", [b.const(np.bool_(True)), rows])
+    source = has_source = None
+    if source_language is not None:
+        source = b.op("Cast", [language_ids(b, source_language, vocabulary, "source_language", rows)], to=INT64)
+        has_source = b.op("Expand", [b.const(np.bool_(True)), rows])
     return ragged_to_padded(
         b,
         tokens,

@@ -111,7 +111,7 @@ def _languages(tokenizer: Any, session: Any, source: str | None, target: str | N
     from ._language_tokenizers import language_codes
 
     codes = language_codes(tokenizer)
-    if codes is None:
+    if not codes:
         if source is not None or target is not None:
             raise GraphgenError("this checkpoint's tokenizer has no language codes (Marian: >>xx<< in the text)")
         return None

@@ -108,8 +108,9 @@ def random_marian(directory: Path, seed: int = 0, **overrides: object) -> Path:
 LANGUAGE_TOKENIZERS = ("NllbTokenizer", "MBart50Tokenizer", "M2M100Tokenizer")
 
 
-def _train_sentencepiece(kind: str, size: int) -> bytes:
-    """A SentencePiece model trained on the demo corpus (English and Chinese), ids 0-2 unk, <s>, </s>."""
+def _train_sentencepiece(kind: str, size: int, **ids: int) -> bytes:
+    """A SentencePiece model trained on the demo corpus (English and Chinese); special ids as fairseq's
+    (0-2 unk, <s>, </s>) unless ``ids`` says otherwise (``unk_id=2``, ...)."""
     import io
 
     import sentencepiece as spm
@@ -122,11 +123,8 @@ def _train_sentencepiece(kind: str, size: int) -> bytes:
         vocab_size=size,
         model_type=kind,
         character_coverage=0.9995,
-        unk_id=0,
-        bos_id=1,
-        eos_id=2,
-        pad_id=-1,
         minloglevel=2,
+        **({"unk_id": 0, "bos_id": 1, "eos_id": 2, "pad_id": -1} | ids),
     )
     return model.getvalue()
 
@@ -138,6 +136,14 @@ def language_tokenizer(directory: Path, tokenizer_class: str) -> object:
     import transformers
 
     directory.mkdir(parents=True, exist_ok=True)
+    if tokenizer_class == "T5Tokenizer":  # unigram; pad 0, </s> 1, <unk> 2, no <s>; 100 sentinels after
+        (directory / "spiece.model").write_bytes(
+            _train_sentencepiece("unigram", 600, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+        )
+        specials = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>", "extra_ids": 100}
+        config = {"tokenizer_class": tokenizer_class, "model_max_length": 512, **specials}
+        (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+        return transformers.AutoTokenizer.from_pretrained(directory)
     kind = "unigram" if tokenizer_class == "MBart50Tokenizer" else "bpe"
     (directory / "sentencepiece.bpe.model").write_bytes(_train_sentencepiece(kind, 600))
     cls = getattr(transformers, tokenizer_class)

@@ -1,5 +1,5 @@
-"""The tokenizer and detokenizer graphs of the language-coded tokenizers (NLLB, mBART-50, M2M100)
-against the HF tokenizers, on SentencePiece models trained here (``conftest.language_tokenizer``)."""
+"""The tokenizer and detokenizer graphs of the language-coded tokenizers (NLLB, mBART-50, M2M100) and
+T5's against the HF tokenizers, on SentencePiece models trained here (``conftest.language_tokenizer``)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ SOURCES = {
     "NllbTokenizer": ("eng_Latn", "zho_Hans", "fra_Latn"),
     "MBart50Tokenizer": ("en_XX", "zh_CN", "fr_XX"),
     "M2M100Tokenizer": ("en", "zh", "fr"),
+    "T5Tokenizer": (None, None, None),  # no language codes
 }
+ALL_TOKENIZERS = (*LANGUAGE_TOKENIZERS, "T5Tokenizer")
 MODEL_SIZE_EXTRA = 8  # output rows past the tokenizer's ids (M2M100's "made-up words")
 
 
@@ -46,29 +48,42 @@ class Tokenizers:
         self.hf = language_tokenizer(directory, tokenizer_class)
         self.vocabulary = load_language_vocabulary(directory)
         self.size = max(self.vocabulary.piece_ids.values()) + 1 + MODEL_SIZE_EXTRA
+        self.coded = bool(self.vocabulary.languages)
         b = GraphBuilder("tok")
-        ids, mask = add_language_tokenizer(b, "text", "source_language", self.vocabulary, max_length=1 << 20)
+        source = "source_language" if self.coded else None
+        ids, mask = add_language_tokenizer(b, "text", source, self.vocabulary, max_length=1 << 20)
         b.output(ids, "input_ids", INT32, ["batch", "length"])
         b.output(mask, "attention_mask", INT32, ["batch", "length"])
-        target = language_ids(b, "target_language", self.vocabulary, "target_language", b.op("Shape", ["text"]))
-        b.output(target, "forced", INT32, ["batch"])
-        strings = [helper.make_tensor_value_info(name, STRING, [None]) for name in ("text", "source_language")]
-        self.encoder = _session(b, [*strings, helper.make_tensor_value_info("target_language", STRING, [None])])
+        names = ("text", "source_language", "target_language") if self.coded else ("text",)
+        if self.coded:
+            target = language_ids(b, "target_language", self.vocabulary, "target_language", b.op("Shape", ["text"]))
+            b.output(target, "forced", INT32, ["batch"])
+        self.encoder = _session(b, [helper.make_tensor_value_info(name, STRING, [None]) for name in names])
         d = GraphBuilder("detok")
         d.output(add_language_detokenizer(d, "sequences", self.vocabulary, self.size), "text", STRING, [None, None])
         self.decoder = _session(d, [helper.make_tensor_value_info("sequences", INT32, [None, None, None])])
 
-    def encode(self, texts: list[str], source: list[str], target: list[str] | None = None) -> list[np.ndarray]:
-        feeds = {"text": texts, "source_language": source, "target_language": target or [""]}
-        return self.encoder.run(None, {name: np.array(value, dtype=object) for name, value in feeds.items()})
+    def encode(self, texts: list[str], source: list, target: list[str] | None = None) -> list[np.ndarray]:
+        feeds = {"text": texts}
+        if self.coded:
+            feeds |= {"source_language": source, "target_language": target or [""]}
+        results = self.encoder.run(None, {name: np.array(value, dtype=object) for name, value in feeds.items()})
+        return results if self.coded else [*results, None]
 
-    def expected(self, texts: list[str], source: str) -> dict[str, np.ndarray]:
-        self.hf.src_lang = source
+    def expected(self, texts: list[str], source: str | None) -> dict[str, np.ndarray]:
+        if self.coded:
+            self.hf.src_lang = source
         return self.hf(texts, padding=True, return_tensors="np")
 
 
-@pytest.fixture(scope="module", params=LANGUAGE_TOKENIZERS)
+@pytest.fixture(scope="module", params=ALL_TOKENIZERS)
 def tokenizers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Tokenizers:
+    return Tokenizers(tmp_path_factory.mktemp(request.param), request.param)
+
+
+@pytest.fixture(scope="module", params=LANGUAGE_TOKENIZERS)
+def coded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Tokenizers:
+    """The tokenizers with language codes."""
     return Tokenizers(tmp_path_factory.mktemp(request.param), request.param)
 
 
@@ -76,25 +91,26 @@ def test_corpus_is_large_enough() -> None:
     assert len(STRINGS) >= 2000
 
 
-@pytest.mark.parametrize("source_index", [0, 1, 2])
-def test_ids_equal_hf(tokenizers: Tokenizers, source_index: int) -> None:
-    """Every corpus string, in batches of 64 and alone, with the source language's token first."""
-    source = SOURCES[tokenizers.vocabulary.tokenizer_class][source_index]
-    for start in range(0, len(STRINGS), 64):
-        chunk = STRINGS[start : start + 64]
-        expected = tokenizers.expected(chunk, source)
-        ids, mask, _ = tokenizers.encode(chunk, [source])
-        np.testing.assert_array_equal(ids, expected["input_ids"], err_msg=f"batch at {start}")
-        np.testing.assert_array_equal(mask, expected["attention_mask"], err_msg=f"mask at {start}")
-    mismatches = []
-    for text in STRINGS[:: 3 + source_index]:
-        ids, _, _ = tokenizers.encode([text], [source])
-        if ids[0].tolist() != tokenizers.expected([text], source)["input_ids"][0].tolist():
-            mismatches.append(text)
-    assert not mismatches, f"{len(mismatches)} strings alone differ, e.g. {mismatches[:3]}"
+def test_ids_equal_hf(tokenizers: Tokenizers) -> None:
+    """Every corpus string, in batches of 64 and alone, for each of three source languages (their
+    token first), or once for a tokenizer without languages."""
+    for index, source in enumerate(dict.fromkeys(SOURCES[tokenizers.vocabulary.tokenizer_class])):
+        for start in range(0, len(STRINGS), 64):
+            chunk = STRINGS[start : start + 64]
+            expected = tokenizers.expected(chunk, source)
+            ids, mask, _ = tokenizers.encode(chunk, [source])
+            np.testing.assert_array_equal(ids, expected["input_ids"], err_msg=f"{source}: batch at {start}")
+            np.testing.assert_array_equal(mask, expected["attention_mask"], err_msg=f"{source}: mask at {start}")
+        mismatches = []
+        for text in STRINGS[:: 3 + index]:
+            ids, _, _ = tokenizers.encode([text], [source])
+            if ids[0].tolist() != tokenizers.expected([text], source)["input_ids"][0].tolist():
+                mismatches.append(text)
+        assert not mismatches, f"{source}: {len(mismatches)} strings alone differ, e.g. {mismatches[:3]}"
 
 
-def test_one_source_language_per_row(tokenizers: Tokenizers) -> None:
+def test_one_source_language_per_row(coded: Tokenizers) -> None:
+    tokenizers = coded
     codes = SOURCES[tokenizers.vocabulary.tokenizer_class]
     texts = STRINGS[:30]
     sources = [codes[i % 3] for i in range(len(texts))]
@@ -105,7 +121,8 @@ def test_one_source_language_per_row(tokenizers: Tokenizers) -> None:
         assert int(mask[row].sum()) == len(expected)
 
 
-def test_target_languages_become_their_tokens(tokenizers: Tokenizers) -> None:
+def test_target_languages_become_their_tokens(coded: Tokenizers) -> None:
+    tokenizers = coded
     codes = SOURCES[tokenizers.vocabulary.tokenizer_class]
     hf_ids = [
         tokenizers.hf.convert_tokens_to_ids(tokenizers.hf.lang_code_to_token[c])
@@ -131,7 +148,8 @@ def test_target_languages_become_their_tokens(tokenizers: Tokenizers) -> None:
         ({"target": ["", "", ""]}, "give one target_language, or one per text"),
     ],
 )
-def test_bad_languages_stop_the_run(tokenizers: Tokenizers, feeds: dict, message: str) -> None:
+def test_bad_languages_stop_the_run(coded: Tokenizers, feeds: dict, message: str) -> None:
+    tokenizers = coded
     source = SOURCES[tokenizers.vocabulary.tokenizer_class][0]
     sources = [source if code == "SOURCE" else code for code in feeds.get("source", [source])]
     with pytest.raises(Exception, match=message):
@@ -142,7 +160,7 @@ def _decode_cases(tokenizers: Tokenizers, rng: np.random.Generator) -> list[np.n
     """Random ids over the whole output layer (specials, language codes, ids the tokenizer lacks),
     and real encodings with the decoder start, a language first and padding after EOS."""
     vocabulary = tokenizers.vocabulary
-    languages = np.array(sorted(vocabulary.languages.values()))
+    languages = np.array(sorted(vocabulary.languages.values()) or [vocabulary.eos_id])
     cases = []
     for batch, beams, length in ((1, 1, 1), (3, 2, 12), (8, 4, 30), (16, 1, 60)):
         sequences = rng.integers(0, tokenizers.size, size=(batch, beams, length)).astype(np.int32)
@@ -174,18 +192,19 @@ def test_detokenizer_equals_batch_decode(tokenizers: Tokenizers) -> None:
         assert not mismatches, f"{len(mismatches)}/{len(flat)} differ, e.g. {mismatches[:2]}"
 
 
-@pytest.mark.parametrize("tokenizer_class", LANGUAGE_TOKENIZERS)
+@pytest.mark.parametrize("tokenizer_class", ALL_TOKENIZERS)
 def test_random_texts_round_trip(tokenizer_class: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     tokenizers = Tokenizers(tmp_path_factory.mktemp(f"{tokenizer_class}-random"), tokenizer_class)
     source = SOURCES[tokenizer_class][2]
     alphabet = st.sampled_from(
-        [*"abcXYZ019 .,!?'\t\n", "猫", "世", "😀", "é", "\u3000", "  ", "</s>", "<pad>", "<unk>", "<s>", source]
+        [*"abcXYZ019 .,!?'\t\n", "猫", "世", "😀", "é", "\u3000", "  ", "</s>", "<pad>", "<unk>", "<s>", source or "x"]
     )
 
     @settings(max_examples=120, deadline=None)
     @given(st.lists(st.lists(alphabet, max_size=16).map("".join), min_size=1, max_size=5))
     def check(texts: list[str]) -> None:
-        texts = [text.replace(source, "") for text in texts]  # codes typed in text: see the module's note
+        if source:
+            texts = [text.replace(source, "") for text in texts]  # codes typed in text: see the module's note
         expected = tokenizers.expected(texts, source)
         ids, mask, _ = tokenizers.encode(texts, [source])
         np.testing.assert_array_equal(ids, expected["input_ids"], err_msg=repr(texts))

@@ -1,4 +1,5 @@
-"""T5 (original and v1.1) and mT5 checkpoints: the id-level file equals HF ``generate``.
+"""T5 (original and v1.1) and mT5 checkpoints: the id-level file equals HF ``generate``, and the
+text-level file (T5's tokenizer) equals ``generate`` + ``batch_decode``.
 
 Tiny random-weight models (``conftest.random_t5_model``) cover what T5 does its own way: relative
 position buckets (exact, log-spaced and saturated distances), RMS norms, no biases, unscaled
@@ -8,22 +9,34 @@ and the untied head of v1.1 / mT5.
 
 from __future__ import annotations
 
+import io
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
-from conftest import T5_VARIANTS, random_sources, random_t5_model
+from conftest import (
+    T5_VARIANTS,
+    demo_test_pairs,
+    language_tokenizer,
+    no_torch_python,
+    random_sources,
+    random_t5_model,
+)
 
+from graphgen import Translator
 from graphgen._export import export
 from graphgen._load import load_checkpoint
 from graphgen._parity import generated_tokens
 from graphgen._spec import RelativeAttention
 from graphgen._subgraphs import relative_buckets
+from graphgen._verify import verify
 
 VOCAB = 120
 PAD, EOS = 0, 1
+SENTENCES = [f"translate English to German: {source.split(' ', 1)[1]}" for source, _ in demo_test_pairs()][:104]
 
 
 @pytest.fixture(scope="module", params=list(T5_VARIANTS))
@@ -100,3 +113,56 @@ def test_int8_export_runs(variant, tmp_path: Path) -> None:
     session = ort.InferenceSession(str(tmp_path / "int8.onnx"), providers=["CPUExecutionProvider"])
     ids, mask = random_sources(1, 4, vocab=VOCAB, pad=PAD, eos=EOS)[0]
     assert len(_run(session, ids, mask)) == 4
+
+
+@pytest.fixture(scope="module", params=["t5-v1.1", "mt5"])
+def text_checkpoint(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A T5 checkpoint with T5's tokenizer files (a unigram SentencePiece model trained here)."""
+    directory = tmp_path_factory.mktemp(f"{request.param}-text") / "checkpoint"
+    tokenizer = language_tokenizer(directory, "T5Tokenizer")
+    size = max(tokenizer.get_vocab().values()) + 1 + 8  # as the hub's: more output rows than tokens
+    model = random_t5_model(directory, request.param, size, num_beams=4)
+    export(directory, directory / "model.onnx", progress=lambda _: None)
+    return model, tokenizer, directory
+
+
+@pytest.mark.parametrize("batch_size", [1, 8])
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_text_file_equals_hf(text_checkpoint, batch_size: int, num_beams: int) -> None:
+    """104 sentences with T5's task prefix: translations equal ``generate`` + ``batch_decode``."""
+    model, tokenizer, directory = text_checkpoint
+    translator = Translator(directory / "model.onnx")
+    assert translator.languages == [] and "source_language" not in translator._inputs
+    expected, actual = [], []
+    for start in range(0, len(SENTENCES), batch_size):
+        chunk = SENTENCES[start : start + batch_size]
+        inputs = tokenizer(chunk, return_tensors="pt", padding=True)
+        with torch.no_grad():
+            output = model.generate(**inputs, num_beams=num_beams)
+        expected += tokenizer.batch_decode(output, skip_special_tokens=True)
+        actual += translator.translate(chunk, num_beams=num_beams)
+    assert len(set(expected)) > 10
+    differ = [(s, e, a) for s, e, a in zip(SENTENCES, expected, actual, strict=True) if e != a]
+    assert not differ, f"{len(differ)} of {len(SENTENCES)} differ, e.g. {differ[:2]}"
+
+
+def test_verify(text_checkpoint, tmp_path: Path) -> None:
+    _, _, directory = text_checkpoint
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("\n".join(SENTENCES[:16]), encoding="utf-8")
+    out = io.StringIO()
+    assert verify(str(directory), str(directory / "model.onnx"), sentences_file=str(sentences), out=out), out.getvalue()
+    assert out.getvalue().count("16/16 identical") == 2
+
+
+def test_export_without_torch_gives_the_same_file(text_checkpoint, tmp_path: Path) -> None:
+    _, _, directory = text_checkpoint
+    theirs = tmp_path / "no-torch.onnx"
+    done = subprocess.run(
+        [no_torch_python(), "-m", "graphgen", "export", str(directory), "-o", str(theirs), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert theirs.read_bytes() == (directory / "model.onnx").read_bytes()
