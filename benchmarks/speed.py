@@ -80,11 +80,13 @@ def start_workers(systems: list[System], checkpoint: Path, work: Path, optimum_p
             worker.failure = _last_error(done.stderr)
             print(f"    failed: {worker.failure}", flush=True)
             continue
+        replies = [line[2:] for line in done.stdout.splitlines() if line.startswith("@@")]
+        prepared = json.loads(replies[-1]) if replies else {}
         worker.process = subprocess.Popen(
             [*script, "serve", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
         try:
-            worker.info = worker.ask()
+            worker.info = worker.ask() | prepared
         except RuntimeError as error:
             worker.failure = str(error)
             worker.process = None
@@ -119,6 +121,75 @@ def full_size_checkpoint(directory: Path) -> Path:
     return directory
 
 
+# Full-size shapes of the multilingual families (config class, label, config), from the hub configs of
+# facebook/nllb-200-distilled-600M and facebook/mbart-large-50-many-to-many-mmt.
+FAMILY_PAD, FAMILY_EOS = 1, 2
+_FAIRSEQ_SHAPE = {
+    "d_model": 1024,
+    "encoder_layers": 12,
+    "decoder_layers": 12,
+    "encoder_attention_heads": 16,
+    "decoder_attention_heads": 16,
+    "encoder_ffn_dim": 4096,
+    "decoder_ffn_dim": 4096,
+    "max_position_embeddings": 1024,
+    "scale_embedding": True,
+    "pad_token_id": FAMILY_PAD,
+    "eos_token_id": FAMILY_EOS,
+    "bos_token_id": 0,
+    "decoder_start_token_id": FAMILY_EOS,
+}
+FAMILIES = {
+    "nllb": (
+        "M2M100Config",
+        "NLLB-200-distilled-600M shape (random weights)",
+        _FAIRSEQ_SHAPE | {"vocab_size": 256206, "activation_function": "relu"},
+    ),
+    "mbart": (
+        "MBartConfig",
+        "mBART-50 shape (random weights)",
+        # the fairseq-era keys the hub's config.json carries (CTranslate2's converter reads them)
+        _FAIRSEQ_SHAPE
+        | {"vocab_size": 250054, "activation_function": "gelu", "normalize_before": True, "normalize_embedding": True}
+        | {"add_final_layer_norm": True, "tokenizer_class": "MBart50Tokenizer"},
+    ),
+}
+
+
+def family_checkpoint(directory: Path, family: str, *, tiny: bool = False) -> Path:
+    """A full-size NLLB or mBART-50 shape with random weights (as HF initialises them), in safetensors,
+    plus placeholder tokenizer files: CTranslate2's converter reads a vocabulary of the model's size
+    (a word-level ``tokenizer.json``; the benchmark feeds token ids, so the pieces are arbitrary)."""
+    import gc
+
+    import torch
+    import transformers
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    config_class, _, settings = FAMILIES[family]
+    if tiny:
+        settings = settings | {"vocab_size": 2000, "encoder_layers": 2, "decoder_layers": 2}
+    config = getattr(transformers, config_class)(**settings)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForSeq2SeqLM.from_config(config).eval()
+    model.generation_config = transformers.GenerationConfig(
+        bos_token_id=0, decoder_start_token_id=FAMILY_EOS, eos_token_id=FAMILY_EOS, pad_token_id=FAMILY_PAD
+    )
+    model.save_pretrained(directory)
+    del model
+    gc.collect()
+    size = settings["vocab_size"]
+    pieces = ["<s>", "<pad>", "</s>", "<unk>", *[f"▁w{i}" for i in range(4, size)]]
+    vocab = {piece: index for index, piece in enumerate(pieces)}
+    Tokenizer(WordLevel(vocab, unk_token="<unk>")).save(str(directory / "tokenizer.json"))
+    (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    specials = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
+    config_file = {"tokenizer_class": "PreTrainedTokenizerFast", **specials}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config_file), encoding="utf-8")
+    return directory
+
+
 @dataclass
 class Workload:
     name: str
@@ -126,13 +197,16 @@ class Workload:
     mask: np.ndarray
 
 
-def random_workloads(pad: int, eos: int) -> list[Workload]:
+def random_workloads(pad: int, eos: int, batch: int = 16, top: int = 60000) -> list[Workload]:
     rng = np.random.default_rng(0)
     result = []
-    for name, lengths in (("batch 1, 20-token input", [20]), ("batch 16, 5-40 tokens", rng.integers(5, 41, 16))):
+    for name, lengths in (
+        ("batch 1, 20-token input", [20]),
+        (f"batch {batch}, 5-40 tokens", rng.integers(5, 41, batch)),
+    ):
         ids = np.full((len(lengths), max(lengths)), pad, dtype=np.int32)
         for row, n in enumerate(lengths):
-            ids[row, :n] = rng.integers(10, 60000, size=n)
+            ids[row, :n] = rng.integers(10, top, size=n)
             ids[row, n - 1] = eos
         result.append(Workload(name, ids, (ids != pad).astype(np.int32)))
     return result
@@ -390,21 +464,30 @@ def markdown(
             f"| {r.model} | {r.workload} | {r.search} | {r.system} | {r.ms:.0f} | {r.tokens_per_s:.0f} | {ratio} |"
         )
     lines += ["", "## Size, load time, memory", ""]
-    lines += ["| model | system | file MB | load s | peak RSS MB |", "|---|---|---:|---:|---:|"]
+    lines += [
+        "| model | system | file MB | export/convert s | its peak RSS MB | load s | peak RSS MB |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for model, workers in per_model_workers.items():
         for w in workers:
             if w.failure:
-                lines.append(f"| {model} | {w.system.label} | could not run: {w.failure} | | |")
+                lines.append(f"| {model} | {w.system.label} | could not run: {w.failure} | | | | |")
                 continue
-            info = w.info
+            info: dict = w.info
+            prepared = (
+                f"{float(info['prepare_s']):.0f} | {float(info['prepare_rss_mb']):.0f}"
+                if w.system.key != "hf" and "prepare_s" in info
+                else "| "
+            )
             lines.append(
-                f"| {model} | {w.system.label} | {float(info['size']) / 1e6:.1f} | {float(info['load_s']):.2f} "  # type: ignore[arg-type]
-                f"| {float(info['final_rss_mb']):.0f} |"  # type: ignore[arg-type]
+                f"| {model} | {w.system.label} | {float(info['size']) / 1e6:.1f} | {prepared} "
+                f"| {float(info['load_s']):.2f} | {float(info['final_rss_mb']):.0f} |"
             )
     lines += [
         "",
-        "Load time: constructing the session/model from files already prepared (exports and conversions are "
-        "done beforehand, untimed). Peak RSS: the worker process's maximum resident set over the whole run "
+        "Export/convert: the untimed preparation (graphgen export, CTranslate2's converter, optimum's export) "
+        "in a process of its own, with that process's peak RSS. Load time: constructing the session/model "
+        "from the prepared files. Peak RSS: the worker process's maximum resident set over the whole run "
         "(Python and the system's libraries included).",
         "",
         *extras,
@@ -419,7 +502,12 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=40)
     parser.add_argument("--chart-lengths", default="8,16,32,64,128")
     parser.add_argument("--chart-runs", type=int, default=3)
-    parser.add_argument("--models", default="full,demo", help="comma-separated: full, demo")
+    parser.add_argument("--models", default="full,demo", help=f"comma-separated: full, demo, {', '.join(FAMILIES)}")
+    parser.add_argument(
+        "--tiny-families",
+        action="store_true",
+        help="2-layer, 2,000-token versions of the family shapes (a quick check)",
+    )
     parser.add_argument("--systems", default=",".join(s.key for s in SYSTEMS))
     parser.add_argument("--optimum-python", type=Path, default=ROOT / ".venv-optimum" / "bin" / "python")
     parser.add_argument("--report", type=Path, default=HERE / "report.md")
@@ -437,6 +525,10 @@ def main() -> None:
             if model == "full":
                 checkpoint = full_size_checkpoint(work / "full-checkpoint")
                 label, workloads = "opus-mt-en-zh shape (random weights)", random_workloads(65000, 0)
+            elif model in FAMILIES:
+                checkpoint = family_checkpoint(work / f"{model}-checkpoint", model, tiny=args.tiny_families)
+                label = FAMILIES[model][1] + (" (tiny)" if args.tiny_families else "")
+                workloads = random_workloads(FAMILY_PAD, FAMILY_EOS, batch=8, top=1990 if args.tiny_families else 60000)
             else:
                 checkpoint = work / "demo-checkpoint"
                 shutil.copytree(DEMO, checkpoint)

@@ -68,11 +68,11 @@ def _forced_length_kwargs(new_tokens: int) -> dict[str, int]:
 class _HF:
     def __init__(self, checkpoint: Path) -> None:
         import torch
-        from transformers import MarianMTModel
+        from transformers import AutoModelForSeq2SeqLM
 
         torch.set_num_threads(THREADS)
         self.torch = torch
-        self.model = MarianMTModel.from_pretrained(checkpoint).eval()
+        self.model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint).eval()
 
     def generate(self, ids: np.ndarray, mask: np.ndarray, beams: int, new_tokens: int) -> list[int]:
         with self.torch.no_grad():
@@ -119,8 +119,11 @@ class _Graphgen:
         lengths = {k: np.array([v], np.int32) for k, v in _forced_length_kwargs(new_tokens).items()}
         feeds = {"input_ids": ids, "attention_mask": mask, "num_beams": np.array([beams], np.int32), **lengths}
         sequences = self.session.run(["sequences"], feeds)[0]
-        # ORT's hypotheses leave out their final EOS (HF's keep it): + 1 for that step.
-        return [sequences.shape[2]] * ids.shape[0]
+        # Tokens after the decoder start, plus the final EOS that ORT's hypotheses leave out (HF's keep
+        # it) when one ended them (Marian forces it at max_length; M2M100 and mBART do not).
+        length = sequences.shape[2]
+        ended_by_eos = length < int(lengths["max_length"][0])
+        return [length - 1 + ended_by_eos] * ids.shape[0]
 
 
 # --- CTranslate2 -------------------------------------------------------------------------------

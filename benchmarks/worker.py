@@ -77,7 +77,9 @@ def serve(key: str, checkpoint: Path, work: Path) -> None:
 def main() -> None:
     command, key, checkpoint, work = sys.argv[1:5]
     if command == "prepare":
+        started = time.perf_counter()
         BY_KEY[key].prepare(Path(checkpoint), Path(work))
+        _reply({"prepare_s": time.perf_counter() - started, "prepare_rss_mb": _peak_rss_mb()})
     else:
         serve(key, Path(checkpoint), Path(work))
 
