@@ -49,10 +49,10 @@ from custom_ops import (
     split_whole_tokens,
     strip_tables,
 )
-from custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, i64
+from custom_ops.builder import BOOL, INT32, INT64, i64
 
 from ._errors import CheckpointError, UnsupportedModelError
-from ._tokenizer_graphs import check_spm
+from ._tokenizer_graphs import check_spm, sentencepiece_op
 
 NO_LANGUAGE = ""  # a target_language that forces nothing (HF generate without forced_bos_token_id)
 METASPACE = "\u2581"
@@ -230,23 +230,6 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
     )
 
 
-def _spm_op(b: GraphBuilder, text: str, model: bytes) -> tuple[str, str]:
-    return b.op_multi(
-        "SentencepieceTokenizer",
-        [
-            text,
-            b.const(np.int64(0), "nbest_size"),
-            b.const(np.float32(0.0), "alpha"),
-            b.const(np.bool_(False), "add_bos"),
-            b.const(np.bool_(False), "add_eos"),
-            b.const(np.bool_(False), "reverse"),
-        ],
-        2,
-        domain=EXTENSIONS_DOMAIN,
-        model=model,
-    )
-
-
 def _keeping_whitespace(model: bytes) -> bytes:
     from sentencepiece import sentencepiece_model_pb2
 
@@ -267,7 +250,7 @@ def _ends_in_whitespace(b: GraphBuilder, chunks: str, vocabulary: LanguageVocabu
         [bool(p) and not p.strip(METASPACE) for p in map(processor.id_to_piece, range(processor.get_piece_size()))]
         + [False]
     )
-    ids, splits = _spm_op(b, chunks, model)
+    ids, splits = sentencepiece_op(b, chunks, model)
     starts = b.op("Slice", [splits, b.const(i64(0)), b.const(i64(-1))])
     ends = b.op("Slice", [splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))])
     # one spare id (never blank) so that an empty chunk, or an empty batch, has something to gather
@@ -307,7 +290,7 @@ def add_language_tokenizer(
     chunks, chunk_rows = split_on_literals(b, text, tuple(split))
     token, rest, is_token = split_whole_tokens(b, chunks, tuple(split))
     token_id = lookup_tokens(b, token, split, vocabulary.unk_id)
-    spm_ids, splits = _spm_op(b, rest, vocabulary.spm)
+    spm_ids, splits = sentencepiece_op(b, rest, vocabulary.spm)
     processor = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.spm)
     table = np.array(
         [

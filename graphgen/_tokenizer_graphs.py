@@ -142,6 +142,25 @@ def id_to_text(vocabulary: MarianVocabulary) -> list[str]:
     return texts
 
 
+def sentencepiece_op(b: GraphBuilder, text: str, model: bytes) -> tuple[str, str]:
+    """The extensions' SentencePiece op on string ``[N]`` → flat ids and int64 row splits ``[N + 1]``:
+    deterministic (no sampling), no BOS/EOS added (the graphs add their own specials)."""
+    return b.op_multi(
+        "SentencepieceTokenizer",
+        [
+            text,
+            b.const(np.int64(0), "nbest_size"),
+            b.const(np.float32(0.0), "alpha"),
+            b.const(np.bool_(False), "add_bos"),
+            b.const(np.bool_(False), "add_eos"),
+            b.const(np.bool_(False), "reverse"),
+        ],
+        2,
+        domain=EXTENSIONS_DOMAIN,
+        model=model,
+    )
+
+
 def add_tokenizer(
     b: GraphBuilder, text: str, vocabulary: MarianVocabulary, eos_id: int, pad_id: int, max_length: int | str
 ) -> tuple[str, str]:
@@ -162,20 +181,7 @@ def add_tokenizer(
         if (token.startswith(">>") and token.endswith("<<")) or token in specials
     }
     lead_id = lookup_tokens(b, lead, lead_ids, vocabulary.unk_id)
-    spm_ids, splits = b.op_multi(
-        "SentencepieceTokenizer",
-        [
-            rest,
-            b.const(np.int64(0), "nbest_size"),
-            b.const(np.float32(0.0), "alpha"),
-            b.const(np.bool_(False), "add_bos"),
-            b.const(np.bool_(False), "add_eos"),
-            b.const(np.bool_(False), "reverse"),
-        ],
-        2,
-        domain=EXTENSIONS_DOMAIN,
-        model=source.model,
-    )
+    spm_ids, splits = sentencepiece_op(b, rest, source.model)
     unknown_run = b.op(
         "Or",
         [

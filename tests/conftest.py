@@ -195,6 +195,27 @@ def random_sources(
     return batches
 
 
+def run_id_file(session, ids: np.ndarray, mask: np.ndarray, eos: int, pad: int, **settings) -> list[tuple[int, ...]]:
+    """An id-level file's generated tokens per hypothesis (settings as int32 inputs)."""
+    from graphgen._parity import generated_tokens
+
+    feeds = {"input_ids": ids.astype(np.int32), "attention_mask": mask.astype(np.int32)}
+    feeds |= {name: np.atleast_1d(np.asarray(value, dtype=np.int32)) for name, value in settings.items()}
+    sequences = session.run(["sequences"], feeds)[0]
+    return [generated_tokens(row, eos, pad) for row in sequences.reshape(-1, sequences.shape[-1])]
+
+
+def hf_tokens(model, ids: np.ndarray, mask: np.ndarray, eos: int, pad: int, **settings) -> list[tuple[int, ...]]:
+    """HF ``generate``'s generated tokens per hypothesis, for the same ids."""
+    import torch
+
+    from graphgen._parity import generated_tokens
+
+    with torch.no_grad():
+        out = model.generate(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), **settings)
+    return [generated_tokens(row, eos, pad) for row in out.numpy()]
+
+
 FAMILY_CONFIGS = ("M2M100", "MBart")
 
 

@@ -13,11 +13,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-import torch
-from conftest import FAMILY_CONFIGS, random_family_model, random_sources
+from conftest import FAMILY_CONFIGS, hf_tokens, random_family_model, random_sources, run_id_file
 
 from graphgen._export import export
-from graphgen._parity import generated_tokens
 
 VOCAB = 120
 PAD, EOS = 1, 2
@@ -42,16 +40,11 @@ def _batches(count: int, size: int, seed: int = 0) -> list[tuple[np.ndarray, np.
 
 
 def _run(session, ids, mask, **settings) -> list[tuple[int, ...]]:
-    feeds = {"input_ids": ids.astype(np.int32), "attention_mask": mask.astype(np.int32)}
-    feeds |= {name: np.atleast_1d(np.asarray(value, dtype=np.int32)) for name, value in settings.items()}
-    sequences = session.run(["sequences"], feeds)[0]
-    return [generated_tokens(row, EOS, PAD) for row in sequences.reshape(-1, sequences.shape[-1])]
+    return run_id_file(session, ids, mask, EOS, PAD, **settings)
 
 
 def _hf(model, ids, mask, **settings) -> list[tuple[int, ...]]:
-    with torch.no_grad():
-        out = model.generate(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), **settings)
-    return [generated_tokens(row, EOS, PAD) for row in out.numpy()]
+    return hf_tokens(model, ids, mask, EOS, PAD, **settings)
 
 
 @pytest.mark.parametrize("batch_size", [1, 8])

@@ -69,21 +69,29 @@ def test_sampling_keys_without_sampling_are_ignored_as_hf_ignores_them(demo_dir:
     assert compare("sampling keys", SENTENCES, expected, actual).rate == 1.0
 
 
+def _equal_to_hf(directory: Path, tmp_path: Path) -> list[list]:
+    """Export ``directory`` id-level and check it equals HF, default search and greedy; HF's tokens."""
+    export(directory, tmp_path / "model.onnx", tokenizer=False)
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    model = MarianMTModel.from_pretrained(directory).eval()
+    tokenizer = MarianTokenizer.from_pretrained(directory)
+    results = []
+    for search in ({}, {"num_beams": 1}):
+        expected = hf_generate(model, tokenizer, SENTENCES, 8, **search)
+        actual = graph_generate(session, tokenizer, SENTENCES, 8, 0, model.config.pad_token_id, **search)
+        result = compare(f"{directory.name} {search}", SENTENCES, expected, actual)
+        assert result.rate == 1.0, result.differences[:3]
+        results.append(expected)
+    return results
+
+
 def test_forced_first_token_is_honoured(demo_dir: Path, tmp_path: Path) -> None:
     """A Marian checkpoint whose generation config forces a first token: HF starts every output with
     it, and so does the file (issue 13 measured 0 of 24 equal before); the op search refuses it."""
     forced = 100
     directory = checkpoint_with(demo_dir, tmp_path, forced_bos_token_id=forced)
-    export(directory, tmp_path / "model.onnx", tokenizer=False)
-    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
-    model = MarianMTModel.from_pretrained(directory).eval()
-    tokenizer = MarianTokenizer.from_pretrained(directory)
-    for search in ({}, {"num_beams": 1}):
-        expected = hf_generate(model, tokenizer, SENTENCES, 8, **search)
+    for expected in _equal_to_hf(directory, tmp_path):
         assert all(row[0][0] == forced for row in expected)
-        actual = graph_generate(session, tokenizer, SENTENCES, 8, 0, model.config.pad_token_id, **search)
-        result = compare(f"forced first token {search}", SENTENCES, expected, actual)
-        assert result.rate == 1.0, result.differences[:3]
     with pytest.raises(UnsupportedModelError, match="forced_bos_token_id"):
         export(directory, tmp_path / "op.onnx", tokenizer=False, search="op")
     assert not (tmp_path / "op.onnx").exists()
@@ -92,15 +100,7 @@ def test_forced_first_token_is_honoured(demo_dir: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("settings", [{"max_new_tokens": 6}, {"min_new_tokens": 9}], ids=["max_new", "min_new"])
 def test_new_token_limits_are_honoured(demo_dir: Path, tmp_path: Path, settings: dict[str, int]) -> None:
     directory = checkpoint_with(demo_dir, tmp_path, **settings)
-    export(directory, tmp_path / "model.onnx", tokenizer=False)
-    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
-    model = MarianMTModel.from_pretrained(directory).eval()
-    tokenizer = MarianTokenizer.from_pretrained(directory)
-    for search in ({}, {"num_beams": 1}):
-        expected = hf_generate(model, tokenizer, SENTENCES, 8, **search)
-        actual = graph_generate(session, tokenizer, SENTENCES, 8, 0, model.config.pad_token_id, **search)
-        result = compare(f"{settings} {search}", SENTENCES, expected, actual)
-        assert result.rate == 1.0, result.differences[:3]
+    for expected in _equal_to_hf(directory, tmp_path):
         lengths = {len(row[0]) for row in expected}
         if "max_new_tokens" in settings:
             assert max(lengths) <= 5 and 5 in lengths  # 6 new tokens, the last a forced EOS: reached

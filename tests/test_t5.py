@@ -20,16 +20,17 @@ import torch
 from conftest import (
     T5_VARIANTS,
     demo_test_pairs,
+    hf_tokens,
     language_tokenizer,
     no_torch_python,
     random_sources,
     random_t5_model,
+    run_id_file,
 )
 
 from graphgen import Translator
 from graphgen._export import export
 from graphgen._load import load_checkpoint
-from graphgen._parity import generated_tokens
 from graphgen._spec import RelativeAttention
 from graphgen._subgraphs import relative_buckets
 from graphgen._verify import verify
@@ -51,16 +52,11 @@ def variant(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 def _run(session, ids, mask, **settings) -> list[tuple[int, ...]]:
-    feeds = {"input_ids": ids.astype(np.int32), "attention_mask": mask.astype(np.int32)}
-    feeds |= {name: np.atleast_1d(np.asarray(value, dtype=np.int32)) for name, value in settings.items()}
-    sequences = session.run(["sequences"], feeds)[0]
-    return [generated_tokens(row, EOS, PAD) for row in sequences.reshape(-1, sequences.shape[-1])]
+    return run_id_file(session, ids, mask, EOS, PAD, **settings)
 
 
 def _hf(model, ids, mask, **settings) -> list[tuple[int, ...]]:
-    with torch.no_grad():
-        out = model.generate(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), **settings)
-    return [generated_tokens(row, EOS, PAD) for row in out.numpy()]
+    return hf_tokens(model, ids, mask, EOS, PAD, **settings)
 
 
 def test_the_variants_differ_where_they_should(variant) -> None:
