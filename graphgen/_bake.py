@@ -17,7 +17,7 @@ import onnx
 from onnx import ModelProto, numpy_helper
 
 from ._errors import GraphgenError
-from ._runtime import FLOAT_PARAMETERS, INT_PARAMETERS, generation_settings
+from ._runtime import FLOAT_PARAMETERS, INT_PARAMETERS, LANGUAGE_PARAMETERS, generation_settings
 from ._save import check_output_path, save_model
 
 
@@ -25,13 +25,17 @@ def metadata(model: ModelProto) -> dict[str, str]:
     return {prop.key: prop.value for prop in model.metadata_props}
 
 
-def bake_optional_inputs(model: ModelProto, values: dict[str, Any]) -> dict[str, Any]:
-    """Turn every optional input (an input with a same-named initializer) into a constant.
+def bake_optional_inputs(model: ModelProto, values: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Turn every optional input (an input with a same-named initializer) into a constant, except
+    those named in ``required``, which become inputs without a default.
 
     ``values`` gives the constant for some of them; the others keep their default. Returns what
     was baked, name → value.
     """
     initializers = {tensor.name: tensor for tensor in model.graph.initializer}
+    for name in required:
+        if name in initializers:
+            model.graph.initializer.remove(initializers.pop(name))
     optional = [value for value in model.graph.input if value.name in initializers]
     unknown = set(values) - {value.name for value in optional}
     if unknown:
@@ -54,9 +58,13 @@ def bake_optional_inputs(model: ModelProto, values: dict[str, Any]) -> dict[str,
 
 
 def load_baked(
-    source: Path, settings: dict[str, Any] | None = None, truncate: bool | None = None
+    source: Path, settings: dict[str, Any] | None = None, truncate: bool | None = None, *, keep_languages: bool = False
 ) -> tuple[ModelProto, dict[str, Any]]:
-    """``source`` read and baked with the file's defaults overridden by ``settings``; also what was baked."""
+    """``source`` read and baked with the file's defaults overridden by ``settings``; also what was baked.
+
+    With ``keep_languages`` the ``source_language`` and ``target_language`` inputs stay, required:
+    a host that cannot feed optional inputs (Java) still chooses the languages per call.
+    """
     if not source.is_file():
         raise GraphgenError(f"{source} does not exist")
     try:
@@ -76,7 +84,10 @@ def load_baked(
         if meta.get("graphgen.interface") != "text":
             raise GraphgenError("--truncate applies to text-level files only")
         values["truncate"] = truncate
-    baked = bake_optional_inputs(model, values)
+    required = LANGUAGE_PARAMETERS if keep_languages else ()
+    if keep_languages and not meta.get("graphgen.languages"):
+        raise GraphgenError(f"{source} has no language inputs to keep (only NLLB, M2M100 and mBART-50 files do)")
+    baked = bake_optional_inputs(model, values, required)
     # The file's defaults are now its fixed settings; graphgen.baked lists the inputs gone, with their values.
     defaults = json.loads(meta["graphgen.generation_defaults"])
     defaults.update({name: value for name, value in values.items() if name in defaults})  # as given, not float32
@@ -92,11 +103,16 @@ def load_baked(
 
 
 def write_baked(
-    source: Path, output: Path, settings: dict[str, Any] | None = None, truncate: bool | None = None
+    source: Path,
+    output: Path,
+    settings: dict[str, Any] | None = None,
+    truncate: bool | None = None,
+    *,
+    keep_languages: bool = False,
 ) -> list[Path]:
     """Write a baked copy of ``source`` to ``output`` (atomically, checked before the work)."""
     output = check_output_path(output)
     if output == source.expanduser().resolve():
         raise GraphgenError("the output file is the input file")
-    model, _ = load_baked(source, settings, truncate)
+    model, _ = load_baked(source, settings, truncate, keep_languages=keep_languages)
     return save_model(model, output)

@@ -118,6 +118,7 @@ class Translator:
         self.path = path
         self._baked_truncate = bool(json.loads(meta.get("graphgen.baked", "{}")).get("truncate", False))
         optional = self._session.get_overridable_initializers()  # inputs with a default
+        self._required = {value.name for value in self._session.get_inputs()}
         self._inputs = {value.name for value in [*self._session.get_inputs(), *optional]}
         # Language-coded tokenizers (NLLB, mBART-50, M2M100): the codes the file accepts, and its defaults.
         self.languages: list[str] = json.loads(meta.get("graphgen.languages", "[]"))
@@ -138,6 +139,8 @@ class Translator:
         feeds: dict[str, np.ndarray] = {}
         for name in LANGUAGE_PARAMETERS:
             value = languages.get(name)
+            if value is None and name in self._required:  # a baked copy that kept them (bake --keep-languages)
+                value = getattr(self, name)
             if value is None:
                 continue
             if name not in self._inputs:

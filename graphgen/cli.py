@@ -140,7 +140,13 @@ def _triton(args: argparse.Namespace) -> int:
 def _bake(args: argparse.Namespace) -> int:
     from ._bake import write_baked
 
-    files = write_baked(Path(args.model), Path(args.output), _overrides(args), truncate=True if args.truncate else None)
+    files = write_baked(
+        Path(args.model),
+        Path(args.output),
+        _overrides(args),
+        truncate=True if args.truncate else None,
+        keep_languages=args.keep_languages,
+    )
     print(f"[graphgen] wrote {', '.join(str(f) for f in files)}", file=sys.stderr)
     return 0
 
@@ -319,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
     bake.add_argument("model", help="an .onnx file written by graphgen export")
     bake.add_argument("-o", "--output", required=True, help="the .onnx file to write (written atomically)")
     bake.add_argument("--truncate", action="store_true", help="fix truncate=true (cut sources at the limit)")
+    bake.add_argument(
+        "--keep-languages",
+        action="store_true",
+        help="NLLB, M2M100, mBART-50 files: keep source_language and target_language as inputs, now required "
+        "(feed both on every call), so that Java still chooses the languages per call",
+    )
     _generation_options(bake)
     bake.set_defaults(run=_bake)
 

@@ -46,6 +46,7 @@ def test_bake_refusals(demo_onnx: Path, tmp_path: Path) -> None:
         ((demo_onnx, "-o", tmp_path / "no" / "m.onnx"), "does not exist"),
         ((tmp_path / "missing.onnx", "-o", tmp_path / "m.onnx"), "does not exist"),
         ((demo_onnx, "-o", tmp_path / "m.onnx", "--num-return-sequences", "9"), "num_return_sequences must be"),
+        ((demo_onnx, "-o", tmp_path / "m.onnx", "--keep-languages"), "has no language inputs to keep"),
     ]
     for arguments, message in cases:
         done = graphgen_bake(*arguments)

@@ -12,13 +12,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import onnxruntime as ort
 import pytest
 import torch
 from conftest import LANGUAGE_TOKENIZERS, demo_test_pairs, language_checkpoint, no_torch_python
 
 from graphgen import GraphgenError, Translator
+from graphgen._bake import write_baked
 from graphgen._export import export
 from graphgen._parity import generated_tokens
+from graphgen._runtime import session_options
 from graphgen._verify import verify
 
 SENTENCES = [source.split(" ", 1)[1] for source, _ in demo_test_pairs()][:104]
@@ -177,3 +181,21 @@ def test_export_without_torch_gives_the_same_file(checkpoint: Checkpoint, tmp_pa
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert theirs.read_bytes() == checkpoint.onnx.read_bytes()
+
+
+def test_baked_copy_can_keep_the_languages(checkpoint: Checkpoint, demo_onnx: Path, tmp_path: Path) -> None:
+    """`graphgen bake --keep-languages`: settings fixed, the languages required inputs (for Java)."""
+    baked = tmp_path / "java.onnx"
+    write_baked(checkpoint.onnx, baked, {"num_beams": 1}, keep_languages=True)
+    session = ort.InferenceSession(str(baked), session_options(), providers=["CPUExecutionProvider"])
+    assert sorted(i.name for i in session.get_inputs()) == ["source_language", "target_language", "text"]
+    assert session.get_overridable_initializers() == []
+    target, texts = checkpoint.targets[0], SENTENCES[:4]
+    feeds = {"text": texts, "source_language": [checkpoint.source], "target_language": [target]}
+    (raw,) = session.run(["translation"], {k: np.array(v, dtype=object) for k, v in feeds.items()})
+    assert raw[:, 0].tolist() == checkpoint.translator.translate(texts, target_language=target, num_beams=1)
+    copy = Translator(baked)
+    assert copy.translate(texts, target_language=target) == raw[:, 0].tolist()
+    assert copy.translate(texts) == checkpoint.translator.translate(texts, num_beams=1)  # the file's defaults
+    with pytest.raises(GraphgenError, match="has no language inputs to keep"):
+        write_baked(demo_onnx, tmp_path / "demo.onnx", keep_languages=True)
