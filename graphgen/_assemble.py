@@ -241,8 +241,8 @@ def build_text_model(
     ``source_language`` and ``target_language`` (one code, or one per text) choose the languages;
     the target's token is forced as the first one generated, and ``""`` forces nothing.
     """
-    languages = isinstance(vocabulary, LanguageVocabulary) and bool(vocabulary.languages)
-    if languages and search != "loop":
+    coded = vocabulary if isinstance(vocabulary, LanguageVocabulary) and vocabulary.languages else None
+    if coded is not None and search != "loop":
         raise UnsupportedModelError("target languages are forced by graphgen's own search: use search='loop'")
     core = _search_core(spec, int8, f"shorten it, or set the optional input {TRUNCATE_INPUT} to true to cut it", search)
     pre = GraphBuilder("tokenizer")
@@ -260,15 +260,15 @@ def build_text_model(
         ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id, max_length=limit)
         detokenized = add_detokenizer(post, "sequences", vocabulary)
     else:
-        source = SOURCE_LANGUAGE_INPUT if languages else None
+        source = SOURCE_LANGUAGE_INPUT if coded is not None else None
         ids, mask = add_language_tokenizer(pre, TEXT_INPUT, source, vocabulary, max_length=limit)
         detokenized = add_language_detokenizer(post, "sequences", vocabulary, spec.target_vocab_size)
-    if languages:
+    if coded is not None:
         rows = pre.op("Shape", [TEXT_INPUT])
-        target = language_ids(pre, TARGET_LANGUAGE_INPUT, vocabulary, TARGET_LANGUAGE_INPUT, rows)
+        target = language_ids(pre, TARGET_LANGUAGE_INPUT, coded, TARGET_LANGUAGE_INPUT, rows)
         pre.op("Identity", [target], outputs=[FORCED_BOS_INPUT])
         for name, default in zip(
-            (SOURCE_LANGUAGE_INPUT, TARGET_LANGUAGE_INPUT), _language_defaults(spec, vocabulary), strict=True
+            (SOURCE_LANGUAGE_INPUT, TARGET_LANGUAGE_INPUT), _language_defaults(spec, coded), strict=True
         ):
             optional.append(
                 (
@@ -283,7 +283,7 @@ def build_text_model(
     # The forced first token is an id-level input; text graphs choose it by target_language, or keep
     # the checkpoint's default as a constant.
     search_inputs = [i for i in core.inputs[len(ID_INPUTS) :] if i.name != FORCED_BOS_INPUT]
-    initializers = [t for t in core.initializers if not (languages and t.name == FORCED_BOS_INPUT)]
+    initializers = [t for t in core.initializers if not (coded is not None and t.name == FORCED_BOS_INPUT)]
     inputs = [
         helper.make_tensor_value_info(TEXT_INPUT, STRING, ["batch"]),
         *search_inputs,
@@ -309,9 +309,9 @@ def build_text_model(
     props = metadata(spec, "text", int8, search)
     props["graphgen.custom_op_domains"] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
     props["graphgen.min_extensions"] = MIN_EXTENSIONS
-    if languages:
-        source, target = _language_defaults(spec, vocabulary)
-        props["graphgen.languages"] = json.dumps(sorted(vocabulary.languages))
+    if coded is not None:
+        source, target = _language_defaults(spec, coded)
+        props["graphgen.languages"] = json.dumps(sorted(coded.languages))
         props["graphgen.source_language"] = source
         props["graphgen.target_language"] = target
     model = make_model(graph, props, domains=[(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)])
