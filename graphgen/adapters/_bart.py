@@ -116,6 +116,21 @@ def decoder_start(config: Any, generation_config: Any) -> int:
     raise CheckpointError("the checkpoint names no decoder_start_token_id (nor a bos_token_id)")
 
 
+def checkpoint_fields(checkpoint: CheckpointData, max_positions: int) -> dict[str, Any]:
+    """The ModelSpec fields every adapter reads the same way: source, special ids, generation defaults."""
+    config = checkpoint.config
+    generation, renormalize, forced_eos = generation_defaults(checkpoint.generation_config, max_positions)
+    return {
+        "source": checkpoint.source,
+        "pad_token_id": config.pad_token_id,
+        "eos_token_id": config.eos_token_id,
+        "decoder_start_token_id": decoder_start(config, checkpoint.generation_config),
+        "generation": generation,
+        "renormalize_logits": renormalize,
+        "forced_eos": forced_eos,
+    }
+
+
 def bart_spec(
     checkpoint: CheckpointData,
     tensors: Tensors,
@@ -127,16 +142,12 @@ def bart_spec(
     norms outside the layers, ``features`` the spec's architecture fields."""
     config = checkpoint.config
     tensor = tensor_reader(checkpoint, tensors)
-    generation, renormalize, forced_eos = generation_defaults(
-        checkpoint.generation_config, config.max_position_embeddings
-    )
     weights, aliases = embedding_weights(tensor)
     weights |= layer_weights(config, tensor) | extra_weights
     if "decoder.positions" not in weights:
         aliases["decoder.positions"] = "encoder.positions"
     return ModelSpec(
         architecture=architecture,
-        source=checkpoint.source,
         d_model=config.d_model,
         encoder_layers=config.encoder_layers,
         decoder_layers=config.decoder_layers,
@@ -147,13 +158,8 @@ def bart_spec(
         max_positions=config.max_position_embeddings,
         source_vocab_size=weights["encoder.embed_tokens"].shape[0],
         target_vocab_size=tensor("lm_head.weight").shape[0],
-        pad_token_id=config.pad_token_id,
-        eos_token_id=config.eos_token_id,
-        decoder_start_token_id=decoder_start(config, checkpoint.generation_config),
-        generation=generation,
-        renormalize_logits=renormalize,
-        forced_eos=forced_eos,
         weights=weights,
         aliases=aliases,
+        **checkpoint_fields(checkpoint, config.max_position_embeddings),
         **features,
     )

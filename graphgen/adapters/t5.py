@@ -16,10 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .._generation import generation_defaults
 from .._spec import ModelSpec, RelativeAttention
 from . import Adapter, CheckpointData, register
-from ._bart import Tensors, decoder_start, embedding_weights, shared_table_ties, tensor_reader
+from ._bart import Tensors, checkpoint_fields, embedding_weights, shared_table_ties, tensor_reader
 
 # T5 has no position limit; this bounds what a graph accepts (HF's tokenizer cuts at 512 when asked).
 T5_MAX_POSITIONS = 1 << 16
@@ -64,7 +63,6 @@ def _t5_spec(checkpoint: CheckpointData, architecture: str, scale_output: bool) 
     config = checkpoint.config
     tensors = shared_table_ties(config, checkpoint.tensors, prefix="")
     tensor = tensor_reader(checkpoint, tensors)
-    generation, renormalize, forced_eos = generation_defaults(checkpoint.generation_config, T5_MAX_POSITIONS)
     weights, aliases = embedding_weights(tensor, prefix="")
     weights |= _layer_weights(config, tensor)
     for side in ("encoder", "decoder"):
@@ -75,7 +73,6 @@ def _t5_spec(checkpoint: CheckpointData, architecture: str, scale_output: bool) 
     weights["final_logits_bias"] = np.zeros(vocab, dtype=np.float32)
     return ModelSpec(
         architecture=architecture,
-        source=checkpoint.source,
         d_model=config.d_model,
         encoder_layers=config.num_layers,
         decoder_layers=config.num_decoder_layers,
@@ -86,12 +83,6 @@ def _t5_spec(checkpoint: CheckpointData, architecture: str, scale_output: bool) 
         max_positions=T5_MAX_POSITIONS,
         source_vocab_size=weights["encoder.embed_tokens"].shape[0],
         target_vocab_size=vocab,
-        pad_token_id=config.pad_token_id,
-        eos_token_id=config.eos_token_id,
-        decoder_start_token_id=decoder_start(config, checkpoint.generation_config),
-        generation=generation,
-        renormalize_logits=renormalize,
-        forced_eos=forced_eos,
         layer_norm_eps=float(config.layer_norm_epsilon),
         pre_layer_norm=True,
         final_layer_norm=True,
@@ -106,6 +97,7 @@ def _t5_spec(checkpoint: CheckpointData, architecture: str, scale_output: bool) 
         output_scale=float(np.float32(config.d_model**-0.5)) if scale_output else 1.0,
         weights=weights,
         aliases=aliases,
+        **checkpoint_fields(checkpoint, T5_MAX_POSITIONS),
     )
 
 
