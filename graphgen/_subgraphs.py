@@ -149,7 +149,7 @@ class _Transformer:
         One kernel instead of the ~10 reshapes, transposes, matmuls and the softmax it replaces,
         each of which ORT dispatches on every decoding step. ``q``/``k``/``v`` are ``[B, T, D]``;
         ``mask`` is the int32 ``[B, S]`` padding mask, whose zeros get the float32 minimum, as HF's
-        masks do. ``position_bias`` (``[1, H, T, T]``) is T5's relative position bias.
+        masks do. ``position_bias`` (``[B, H, T, T]``) is T5's relative position bias.
         """
         return self.b.op(
             "MultiHeadAttention",
@@ -208,7 +208,7 @@ class _Transformer:
         return b.op("Gather", [self.w(f"{side}.relative_attention_bias"), bucket])
 
     def source_relative_bias(self, input_ids: str) -> str:
-        """``[1, H, S, S]``: every source position over every other (computed once, shared by the layers)."""
+        """``[B, H, S, S]``: every source position over every other (computed once, shared by the layers)."""
         b = self.b
         length = b.op("Squeeze", [b.op("Shape", [input_ids], start=1, end=2)])
         position = b.op("Range", [b.const(np.int64(0)), length, b.const(np.int64(1))])
@@ -216,15 +216,27 @@ class _Transformer:
             "Sub", [b.op("Unsqueeze", [position, b.const(i64(0))]), b.op("Unsqueeze", [position, b.const(i64(1))])]
         )
         values = self.relative_bias("encoder", distances)  # [S, S, H]
-        return b.op("Unsqueeze", [b.transpose(values, [2, 0, 1]), b.const(i64(0))])
+        return self.per_row(b.op("Unsqueeze", [b.transpose(values, [2, 0, 1]), b.const(i64(0))]), input_ids)
 
-    def step_relative_bias(self, past_length: str) -> str:
-        """``[1, H, 1, past + 1]``: the new token over itself and every earlier one."""
+    def step_relative_bias(self, input_ids: str, past_length: str) -> str:
+        """``[B, H, 1, past + 1]``: the new token over itself and every earlier one."""
         b = self.b
         total = b.op("Squeeze", [b.op("Add", [past_length, b.const(i64(1))])])
         keys = b.op("Range", [b.const(np.int64(0)), total, b.const(np.int64(1))])
         values = self.relative_bias("decoder", b.op("Sub", [keys, past_length]))  # [T, H]
-        return b.reshape(b.transpose(values, [1, 0]), [1, self.spec.decoder_heads, 1, -1])
+        return self.per_row(b.reshape(b.transpose(values, [1, 0]), [1, self.spec.decoder_heads, 1, -1]), input_ids)
+
+    def per_row(self, bias: str, input_ids: str) -> str:
+        """A ``[1, H, T, S]`` position bias repeated for each row of ``input_ids``.
+
+        ONNX Runtime 1.17's MultiHeadAttention does not broadcast the bias over the batch: it reads
+        a ``[1, ...]`` bias as if it held every row (measured: every row after the first attends
+        with garbage; 1.20 and newer broadcast correctly). The copy is ``[B, H, T, S]`` floats, made
+        once per call or decoding step and shared by every layer.
+        """
+        b = self.b
+        rows = b.op("Shape", [input_ids], start=0, end=1)
+        return b.op("Expand", [bias, b.op("Concat", [rows, b.const(i64(1, 1, 1))], axis=0)])
 
     def embed(self, ids: str, side: str, positions: str | None) -> str:
         """Token embedding (scaled) + ``positions`` rows, then the embedding norm where the model has one."""
@@ -341,7 +353,7 @@ class _Transformer:
         b, spec = self.b, self.spec
         heads = spec.decoder_heads
         x = self.embed(input_ids, "decoder", self.step_positions(input_ids, past_length))
-        position_bias = self.step_relative_bias(past_length) if spec.relative_attention is not None else ""
+        position_bias = self.step_relative_bias(input_ids, past_length) if spec.relative_attention is not None else ""
         presents = []
         if cross_bias is None:
             cross_bias = self.padding_bias(mask, heads)

@@ -43,8 +43,9 @@ def main(request_path: str) -> None:
             if job["kind"] == "text":
                 s = session(job["model"], text=True)
                 out = []
-                for batch in job["batches"]:
-                    (got,) = s.run(["translation"], {"text": np.array(batch, dtype=object)})
+                for batch in job["batches"]:  # texts, or string inputs by name (text, target_language, ...)
+                    feeds = batch if isinstance(batch, dict) else {"text": batch}
+                    (got,) = s.run(["translation"], {k: np.array(v, dtype=object) for k, v in feeds.items()})
                     out += [row[0] for row in got.tolist()]
                 results[job["name"]] = out
             else:

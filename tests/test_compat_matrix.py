@@ -5,6 +5,8 @@ older runtimes. Each cell of the matrix is a virtual environment with just those
 (and numpy), made once under ``.venv-matrix/`` and reused; the demo test set goes through the
 text-level and id-level files, float32 and int8 (the default loop search), and an id-level file
 with ORT's BeamSearch op (``--search op``); they must give what HF and the newest runtime give.
+So must the text files of the other families (NLLB, M2M100, mBART-50 with a target language per
+row; T5 with its relative position bias), built here with random weights.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import REPO, cached_venv, demo_test_pairs
+from conftest import REPO, cached_venv, demo_test_pairs, language_checkpoint, language_tokenizer, random_t5_model
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import Translator, export
@@ -32,6 +34,14 @@ CELLS = [(runtime, extensions) for runtime in ORT_RELEASES for extensions in EXT
 SOURCES = [source for source, _ in demo_test_pairs()]
 BATCH = 16
 ID_FILES = ("ids", "ids-int8", "ids-op")
+FAMILY_SENTENCES = [source.split(" ", 1)[1] for source in SOURCES[:48]]
+# file name → tokenizer class, source language, three targets (T5 has none: the task is in the text)
+FAMILIES = {
+    "nllb-text": ("NllbTokenizer", "eng_Latn", ("zho_Hans", "fra_Latn", "deu_Latn")),
+    "m2m100-text": ("M2M100Tokenizer", "en", ("zh", "fr", "de")),
+    "mbart50-text": ("MBart50Tokenizer", "en_XX", ("zh_CN", "fr_XX", "de_DE")),
+    "t5-text": ("T5Tokenizer", "", ()),
+}
 
 
 def _cell_python(runtime: str, extensions: str) -> Path:
@@ -72,8 +82,37 @@ def id_batches(demo_dir: Path) -> list[dict[str, list[list[int]]]]:
 
 
 @pytest.fixture(scope="module")
-def expected(demo_dir: Path, files: dict[str, Path], id_batches: list) -> dict[str, object]:
-    """HF generate for float32 text; the newest runtime (this venv) for int8 and for the ids."""
+def family_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[dict[str, list[str]]]]]:
+    """name → (text file, its batches of string inputs): 48 sentences, a target language per row."""
+    folder = tmp_path_factory.mktemp("families")
+    out = {}
+    for name, (tokenizer_class, source, targets) in FAMILIES.items():
+        directory = folder / name
+        if targets:
+            language_checkpoint(directory, tokenizer_class, num_beams=4)
+        else:  # the original T5: tied head, relative position bias in both stacks
+            tokenizer = language_tokenizer(directory, tokenizer_class)
+            random_t5_model(directory, "t5", max(tokenizer.get_vocab().values()) + 1 + 8, num_beams=4)
+        export(directory, directory / "model.onnx", progress=lambda _: None)
+        batches = []
+        for start in range(0, len(FAMILY_SENTENCES), BATCH):
+            texts = FAMILY_SENTENCES[start : start + BATCH]
+            if targets:
+                languages = {
+                    "source_language": [source],
+                    "target_language": [targets[i % 3] for i in range(len(texts))],
+                }
+                batches.append({"text": texts, **languages})
+            else:
+                batches.append({"text": [f"translate English to German: {text}" for text in texts]})
+        out[name] = (directory / "model.onnx", batches)
+    return out
+
+
+@pytest.fixture(scope="module")
+def expected(demo_dir: Path, files: dict[str, Path], id_batches: list, family_files: dict) -> dict[str, object]:
+    """HF generate for float32 text; the newest runtime (this venv) for int8, the ids and the other
+    families (whose files equal HF on it: tests/test_language_models.py, tests/test_t5.py)."""
     import torch
 
     model = MarianMTModel.from_pretrained(demo_dir).eval()
@@ -91,15 +130,26 @@ def expected(demo_dir: Path, files: dict[str, Path], id_batches: list) -> dict[s
             session.run(["sequences"], {k: np.array(v, dtype=np.int32) for k, v in batch.items()})[0].tolist()
             for batch in id_batches
         ]
+    families = {}
+    for name, (path, batches) in family_files.items():
+        translator = Translator(path)
+        families[name] = [
+            t
+            for batch in batches
+            for t in translator.translate(batch["text"], **{k: v for k, v in batch.items() if k != "text"})
+        ]
     return {
         "text": hf,
+        **families,
         "text-int8": [t for s in range(0, len(SOURCES), BATCH) for t in int8.translate(SOURCES[s : s + BATCH])],
         **ids,
     }
 
 
 @pytest.fixture(scope="module")
-def matrix(files: dict[str, Path], id_batches: list, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def matrix(
+    files: dict[str, Path], id_batches: list, family_files: dict, tmp_path_factory: pytest.TempPathFactory
+) -> dict:
     """Every cell's results (cells run two at a time)."""
     text_batches = [SOURCES[s : s + BATCH] for s in range(0, len(SOURCES), BATCH)]
     request = tmp_path_factory.mktemp("request") / "request.json"
@@ -108,6 +158,9 @@ def matrix(files: dict[str, Path], id_batches: list, tmp_path_factory: pytest.Te
         for name in ("text", "text-int8")
     ]
     jobs += [{"name": name, "kind": "ids", "model": str(files[name]), "batches": id_batches} for name in ID_FILES]
+    jobs += [
+        {"name": name, "kind": "text", "model": str(path), "batches": b} for name, (path, b) in family_files.items()
+    ]
     request.write_text(json.dumps({"jobs": jobs}), encoding="utf-8")
 
     def run(cell: tuple[str, str]) -> dict:
@@ -123,24 +176,24 @@ def matrix(files: dict[str, Path], id_batches: list, tmp_path_factory: pytest.Te
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=[f"ort{r}-ext{e}" for r, e in CELLS])
-@pytest.mark.parametrize("name", ["text", "text-int8", *ID_FILES])
+@pytest.mark.parametrize("name", ["text", "text-int8", *ID_FILES, *FAMILIES])
 def test_cell_gives_the_same_output(matrix: dict, expected: dict, cell: tuple[str, str], name: str) -> None:
     report = matrix[cell]
     assert report["versions"] == {"onnxruntime": cell[0], "extensions": cell[1]}
     got = report["results"][name]
     assert not isinstance(got, dict), f"{name} on {cell}: {got}"
-    if name.startswith("text"):
-        differ = [(s, e, a) for s, e, a in zip(SOURCES, expected[name], got, strict=True) if e != a]
-        assert not differ, f"{len(differ)}/{len(SOURCES)} differ on {cell}: {differ[:3]}"
-    else:
+    if name in ID_FILES:
         assert got == expected[name]
+    else:
+        differ = [(e, a) for e, a in zip(expected[name], got, strict=True) if e != a]
+        assert not differ, f"{len(differ)}/{len(got)} differ on {cell}: {differ[:3]}"
 
 
-def test_floor_is_recorded_in_the_file(files: dict[str, Path]) -> None:
-    for name, path in files.items():
+def test_floor_is_recorded_in_the_file(files: dict[str, Path], family_files: dict) -> None:
+    for name, path in [*files.items(), *((name, path) for name, (path, _) in family_files.items())]:
         props = {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
         assert props["graphgen.min_onnxruntime"] == MIN_ONNXRUNTIME == ORT_RELEASES[0].rsplit(".", 1)[0]
-        if name.startswith("text"):
+        if name not in ID_FILES:
             assert props["graphgen.min_extensions"] == MIN_EXTENSIONS == EXTENSIONS_RELEASES[0].rsplit(".", 1)[0]
         else:
             assert "graphgen.min_extensions" not in props
