@@ -11,7 +11,11 @@ sources, and the answers of graphgen's Python path for them:
   for bindings that cannot set optional inputs (Java);
 * ``ids.json``: batches of ``input_ids``/``attention_mask`` from HF's MarianTokenizer, with the
   ``sequences`` that Python ONNX Runtime returns for them from the id-level file (the Node
-  examples must return the same ids).
+  examples must return the same ids);
+* ``nllb-languages.onnx`` and ``languages.tsv``: a small NLLB checkpoint (random weights, a
+  SentencePiece model trained here, built as ``tests/conftest.py`` lays out the hub's files),
+  exported and baked with ``--keep-languages`` so that Java can choose the languages per call; the
+  TSV holds source language, target language, text and ``graphgen.Translator``'s translation.
 """
 
 from __future__ import annotations
@@ -59,7 +63,31 @@ def main(out: Path) -> None:
             (sequences,) = session.run(["sequences"], feeds)
             batches.append({**{k: v.tolist() for k, v in feeds.items()}, "sequences": sequences.tolist()})
     (out / "ids.json").write_text(json.dumps({"batches": batches}), encoding="utf-8")
-    print(f"examples fixtures: {len(sources)} sentences, {len(batches)} id batches in {out}")
+    rows = language_fixtures(out, [source.split(" ", 1)[1] for source in sources[:24]])
+    print(f"examples fixtures: {len(sources)} sentences, {len(batches)} id batches, {rows} NLLB rows in {out}")
+
+
+def language_fixtures(out: Path, texts: list[str]) -> int:
+    """The NLLB file with its language inputs kept, and Python's answers for three targets."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import language_checkpoint
+
+    import graphgen
+    from graphgen._bake import write_baked
+
+    checkpoint = out / "nllb-checkpoint"
+    language_checkpoint(checkpoint, "NllbTokenizer", seed=1, num_beams=4)  # a seed whose targets differ on every text
+    graphgen.export(str(checkpoint), str(out / "nllb.onnx"), progress=lambda _: None)
+    write_baked(out / "nllb.onnx", out / "nllb-languages.onnx", keep_languages=True)
+    translator = graphgen.Translator(out / "nllb.onnx")
+    rows = []
+    for target in ("zho_Hans", "fra_Latn", "deu_Latn"):
+        translations = translator.translate(texts, source_language="eng_Latn", target_language=target)
+        rows += [("eng_Latn", target, text, translation) for text, translation in zip(texts, translations, strict=True)]
+    if any("\t" in field or "\n" in field for row in rows for field in row):
+        raise ValueError("a fixture field holds a tab or a newline; languages.tsv cannot hold it")
+    (out / "languages.tsv").write_text("".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
+    return len(rows)
 
 
 if __name__ == "__main__":

@@ -99,14 +99,47 @@ impl Translator {
 
     /// One translation per input, in order (the best hypothesis); no input gives no output.
     pub fn translate(&mut self, texts: &[&str]) -> Result<Vec<String>, Error> {
+        self.run(texts, None)
+    }
+
+    /// As `translate`, with the languages of an NLLB, M2M100 or mBART-50 file chosen for this call:
+    /// `source_languages` and `target_languages` each hold one code for every text or one per text,
+    /// spelled as the model's tokenizer spells them (`eng_Latn`, `fr_XX`, ...). The C API that `ort`
+    /// wraps feeds a file's optional inputs, so no baked copy is needed (Java needs one). An unknown
+    /// code is a `Runtime` error naming the input.
+    pub fn translate_languages(
+        &mut self,
+        texts: &[&str],
+        source_languages: &[&str],
+        target_languages: &[&str],
+    ) -> Result<Vec<String>, Error> {
+        self.run(texts, Some((source_languages, target_languages)))
+    }
+
+    fn run(
+        &mut self,
+        texts: &[&str],
+        languages: Option<(&[&str], &[&str])>,
+    ) -> Result<Vec<String>, Error> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let owned: Vec<String> = texts.iter().map(|text| (*text).to_owned()).collect();
-        let input = Tensor::from_string_array(([owned.len()], owned.as_slice()))?;
-        let outputs = self.session.run(ort::inputs!["text" => input])?;
+        let mut inputs = ort::inputs!["text" => strings(texts)?];
+        if let Some((source, target)) = languages {
+            inputs.push(("source_language".into(), strings(source)?.into()));
+            inputs.push(("target_language".into(), strings(target)?.into()));
+        }
+        let outputs = self.session.run(inputs)?;
         let (shape, strings) = outputs["translation"].try_extract_strings()?;
         let returned = shape[1] as usize; // [batch, num_return_sequences]
         Ok(strings.into_iter().step_by(returned.max(1)).collect())
     }
+}
+
+fn strings(values: &[&str]) -> Result<Tensor<String>, Error> {
+    let owned: Vec<String> = values.iter().map(|value| (*value).to_owned()).collect();
+    Ok(Tensor::from_string_array((
+        [owned.len()],
+        owned.as_slice(),
+    ))?)
 }

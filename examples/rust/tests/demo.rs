@@ -75,3 +75,47 @@ fn missing_files_are_clear_errors() {
         "{message}"
     );
 }
+
+/// `languages.tsv`: source language, target language, text, Python's translation (NLLB file).
+fn language_rows() -> Vec<[String; 4]> {
+    lines("languages.tsv")
+        .iter()
+        .map(|line| {
+            let fields: Vec<String> = line.split('\t').map(str::to_owned).collect();
+            fields.try_into().expect("four fields")
+        })
+        .collect()
+}
+
+#[test]
+fn nllb_languages_chosen_per_call_and_per_text() {
+    let rows = language_rows();
+    assert_eq!(rows.len(), 72);
+    // The file as exported (its language inputs optional): Rust feeds them, no baked copy needed.
+    let mut translator = Translator::new(
+        &fixture("nllb.onnx"),
+        &path("ORT_LIBRARY"),
+        &path("ORTX_LIBRARY"),
+    )
+    .expect("model loads");
+    for group in rows.chunks(24) {
+        let texts: Vec<&str> = group.iter().map(|row| row[2].as_str()).collect();
+        let want: Vec<&str> = group.iter().map(|row| row[3].as_str()).collect();
+        let got = translator
+            .translate_languages(&texts, &[group[0][0].as_str()], &[group[0][1].as_str()])
+            .unwrap();
+        assert_eq!(got, want, "target {}", group[0][1]);
+    }
+    // One batch mixing the three targets, one code per text.
+    let mixed: Vec<&[String; 4]> = (0..8).map(|i| &rows[(i % 3) * 24 + i]).collect();
+    let texts: Vec<&str> = mixed.iter().map(|row| row[2].as_str()).collect();
+    let targets: Vec<&str> = mixed.iter().map(|row| row[1].as_str()).collect();
+    let got = translator
+        .translate_languages(&texts, &["eng_Latn"], &targets)
+        .unwrap();
+    let want: Vec<&str> = mixed.iter().map(|row| row[3].as_str()).collect();
+    assert_eq!(got, want);
+    let unknown = translator.translate_languages(&["Hello."], &["eng_Latn"], &["xx_Nope"]);
+    let message = unknown.err().expect("refused").to_string();
+    assert!(message.contains("unknown target_language"), "{message}");
+}

@@ -9,8 +9,10 @@ import ai.onnxruntime.extensions.OrtxPackage;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * A graphgen text-level file, loaded once: strings in, translations out, one {@code session.run}.
@@ -20,6 +22,8 @@ import java.util.Map;
  * session may be used from several threads at once.
  */
 public final class Translator implements AutoCloseable {
+  private static final String SOURCE_LANGUAGE = "source_language";
+  private static final String TARGET_LANGUAGE = "target_language";
   private final OrtEnvironment env = OrtEnvironment.getEnvironment();
   private final OrtSession session;
 
@@ -47,20 +51,66 @@ public final class Translator implements AutoCloseable {
 
   /** One translation per input, in order; an empty list gives an empty list. */
   public List<String> translate(List<String> texts) throws OrtException {
+    return run(texts, Map.of());
+  }
+
+  /** {@link #translate(List, List, List)} with one source and one target language for every text. */
+  public List<String> translate(List<String> texts, String sourceLanguage, String targetLanguage)
+      throws OrtException {
+    return translate(texts, List.of(sourceLanguage), List.of(targetLanguage));
+  }
+
+  /**
+   * One translation per input, with the languages chosen per call: each list holds one code for
+   * every text or one code per text, spelled as the model's tokenizer spells them ({@code eng_Latn},
+   * {@code fr_XX}, ...). For NLLB, M2M100 and mBART-50 files copied with {@code graphgen bake
+   * --keep-languages}: Java cannot feed a file's optional inputs, and the copy makes the two
+   * language inputs required. An unknown code stops the run with an error naming the input.
+   */
+  public List<String> translate(
+      List<String> texts, List<String> sourceLanguages, List<String> targetLanguages) throws OrtException {
+    if (!session.getInputNames().containsAll(List.of(SOURCE_LANGUAGE, TARGET_LANGUAGE))) {
+      throw new IllegalArgumentException(
+          "this file takes no language inputs: languages are chosen per call only in NLLB, M2M100 and"
+              + " mBART-50 files baked with `graphgen bake --keep-languages`");
+    }
+    for (List<String> codes : List.of(sourceLanguages, targetLanguages)) {
+      if (codes.size() != 1 && codes.size() != texts.size()) {
+        throw new IllegalArgumentException(
+            "give one language code, or one per text (" + texts.size() + "); got " + codes.size());
+      }
+    }
+    return run(texts, Map.of(SOURCE_LANGUAGE, sourceLanguages, TARGET_LANGUAGE, targetLanguages));
+  }
+
+  private List<String> run(List<String> texts, Map<String, List<String>> languages) throws OrtException {
     if (texts.isEmpty()) {
       return List.of();
     }
-    String[] batch = texts.toArray(new String[0]);
-    try (OnnxTensor input = OnnxTensor.createTensor(env, batch, new long[] {batch.length});
-        OrtSession.Result result = session.run(Map.of("text", input), java.util.Set.of("translation"))) {
-      // [batch, num_return_sequences]: the best hypothesis of each input is column 0.
-      String[][] translations = (String[][]) result.get(0).getValue();
-      List<String> best = new ArrayList<>(translations.length);
-      for (String[] row : translations) {
-        best.add(row[0]);
+    Map<String, OnnxTensor> feeds = new HashMap<>();
+    try {
+      feeds.put("text", strings(texts));
+      for (var language : languages.entrySet()) {
+        feeds.put(language.getKey(), strings(language.getValue()));
       }
-      return best;
+      try (OrtSession.Result result = session.run(feeds, Set.of("translation"))) {
+        // [batch, num_return_sequences]: the best hypothesis of each input is column 0.
+        String[][] translations = (String[][]) result.get(0).getValue();
+        List<String> best = new ArrayList<>(translations.length);
+        for (String[] row : translations) {
+          best.add(row[0]);
+        }
+        return best;
+      }
+    } finally {
+      for (OnnxTensor tensor : feeds.values()) {
+        tensor.close();
+      }
     }
+  }
+
+  private OnnxTensor strings(List<String> values) throws OrtException {
+    return OnnxTensor.createTensor(env, values.toArray(new String[0]), new long[] {values.size()});
   }
 
   @Override
