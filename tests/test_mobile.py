@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import demo_test_pairs
+from conftest import demo_test_pairs, language_checkpoint, language_tokenizer, random_t5_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
@@ -59,6 +59,24 @@ def test_ort_file_translates_like_the_onnx_file(exported: dict[str, Path], preci
         chunk = SOURCES[start : start + 16]
         assert from_ort.translate(chunk) == from_onnx.translate(chunk)
     assert from_ort.translate(SOURCES[:5], num_beams=1) == from_onnx.translate(SOURCES[:5], num_beams=1)
+
+
+@pytest.mark.parametrize("family", ["NllbTokenizer", "T5Tokenizer"])
+def test_other_families_as_ort_files(family: str, tmp_path: Path) -> None:
+    """An NLLB file (language codes, a target per text) and a T5 file (relative position bias) use
+    only the mobile packages' ops, and their ``.ort`` files translate as the ``.onnx`` files do."""
+    if family == "T5Tokenizer":
+        tokenizer = language_tokenizer(tmp_path, family)
+        random_t5_model(tmp_path, "t5", max(tokenizer.get_vocab().values()) + 1 + 8, num_beams=4)
+        texts, languages = [f"translate English to German: {s.split(' ', 1)[1]}" for s in SOURCES[:24]], {}
+    else:
+        language_checkpoint(tmp_path, family, num_beams=4)
+        texts = [source.split(" ", 1)[1] for source in SOURCES[:24]]
+        languages = {"target_language": [("zho_Hans", "fra_Latn", "deu_Latn")[i % 3] for i in range(len(texts))]}
+    export(str(tmp_path), str(tmp_path / "model.onnx"), ort="arm", progress=lambda _: None)
+    assert ops_outside_mobile_packages(onnx.load(tmp_path / "model.onnx")) == set()
+    from_onnx, from_ort = Translator(tmp_path / "model.onnx"), Translator(tmp_path / "model.ort")
+    assert from_ort.translate(texts, **languages) == from_onnx.translate(texts, **languages)
 
 
 def test_unknown_ort_platform_is_refused_before_any_work(demo_dir: Path, tmp_path: Path) -> None:
