@@ -322,6 +322,14 @@ def language_checkpoint(directory: Path, tokenizer_class: str, seed: int = 0, **
     return model, tokenizer
 
 
+def t5_checkpoint(directory: Path, variant: str, seed: int = 0, **generation: object):
+    """A T5 / mT5 checkpoint with T5's tokenizer files (a unigram SentencePiece model trained here),
+    an output layer 8 rows wider than the tokenizer, as the hub's. Returns the HF model and tokenizer."""
+    tokenizer = language_tokenizer(directory, "T5Tokenizer")
+    size = max(tokenizer.get_vocab().values()) + 1 + 8
+    return random_t5_model(directory, variant, size, seed, **generation), tokenizer
+
+
 @pytest.fixture(scope="session")
 def separate_vocab_dir(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path) -> Path:
     """The demo model re-laid as a separate-vocabulary checkpoint with three untied tables.

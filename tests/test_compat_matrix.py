@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import REPO, cached_venv, demo_test_pairs, language_checkpoint, language_tokenizer, random_t5_model
+from conftest import REPO, cached_venv, demo_test_pairs, language_checkpoint, t5_checkpoint
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import Translator, export
@@ -97,8 +97,7 @@ def family_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pa
         if targets:
             language_checkpoint(directory, tokenizer_class, num_beams=4)
         else:  # the original T5: tied head, relative position bias in both stacks
-            tokenizer = language_tokenizer(directory, tokenizer_class)
-            random_t5_model(directory, "t5", max(tokenizer.get_vocab().values()) + 1 + 8, num_beams=4)
+            t5_checkpoint(directory, "t5", num_beams=4)
         export(directory, directory / "model.onnx", progress=lambda _: None)
         if name in FAMILY_INT8:
             export(directory, directory / "int8.onnx", int8=True, progress=lambda _: None)

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import demo_test_pairs, language_checkpoint, language_tokenizer, random_t5_model
+from conftest import demo_test_pairs, language_checkpoint, t5_checkpoint
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
@@ -66,8 +66,7 @@ def test_other_families_as_ort_files(family: str, tmp_path: Path) -> None:
     """An NLLB file (language codes, a target per text) and a T5 file (relative position bias) use
     only the mobile packages' ops, and their ``.ort`` files translate as the ``.onnx`` files do."""
     if family == "T5Tokenizer":
-        tokenizer = language_tokenizer(tmp_path, family)
-        random_t5_model(tmp_path, "t5", max(tokenizer.get_vocab().values()) + 1 + 8, num_beams=4)
+        t5_checkpoint(tmp_path, "t5", num_beams=4)
         texts, languages = [f"translate English to German: {s.split(' ', 1)[1]}" for s in SOURCES[:24]], {}
     else:
         language_checkpoint(tmp_path, family, num_beams=4)

@@ -21,11 +21,11 @@ from conftest import (
     T5_VARIANTS,
     demo_test_pairs,
     hf_tokens,
-    language_tokenizer,
     no_torch_python,
     random_sources,
     random_t5_model,
     run_id_file,
+    t5_checkpoint,
 )
 
 from graphgen import Translator
@@ -115,9 +115,7 @@ def test_int8_export_runs(variant, tmp_path: Path) -> None:
 def text_checkpoint(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """A T5 checkpoint with T5's tokenizer files (a unigram SentencePiece model trained here)."""
     directory = tmp_path_factory.mktemp(f"{request.param}-text") / "checkpoint"
-    tokenizer = language_tokenizer(directory, "T5Tokenizer")
-    size = max(tokenizer.get_vocab().values()) + 1 + 8  # as the hub's: more output rows than tokens
-    model = random_t5_model(directory, request.param, size, num_beams=4)
+    model, tokenizer = t5_checkpoint(directory, request.param, num_beams=4)
     export(directory, directory / "model.onnx", progress=lambda _: None)
     return model, tokenizer, directory
 
