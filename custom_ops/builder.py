@@ -8,7 +8,7 @@ graph reads, and the assembler decides where each one is stored (see ``_assemble
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
@@ -34,8 +34,9 @@ class GraphBuilder:
     def fresh(self, hint: str) -> str:
         return f"{self.name}/{hint}_{next(self._ids)}"  # unique across builders sharing a graph
 
-    def input(self, name: str, elem_type: int, shape: Sequence[int | str | None]) -> str:
-        self.inputs.append(helper.make_tensor_value_info(name, elem_type, list(shape)))
+    def input(self, name: str, elem_type: int, shape: Sequence[int | str | None] | None) -> str:
+        """A graph input; ``shape`` ``None`` leaves its rank unknown (loop-carried values)."""
+        self.inputs.append(helper.make_tensor_value_info(name, elem_type, None if shape is None else list(shape)))
         return name
 
     def output(self, value: str, name: str, elem_type: int, shape: Sequence[int | str | None]) -> None:
@@ -65,9 +66,12 @@ class GraphBuilder:
         self.outer_used.add(name)
         return name
 
-    def const(self, value: np.ndarray | float | int | Sequence[int], hint: str = "const") -> str:
+    def const(
+        self, value: np.ndarray | float | int | Sequence[int], hint: str = "const", keep_float64: bool = False
+    ) -> str:
+        """A constant; float64 values become float32 unless ``keep_float64``."""
         array = np.asarray(value)
-        if array.dtype == np.float64:
+        if array.dtype == np.float64 and not keep_float64:
             array = array.astype(np.float32)
         name = self.fresh(hint)
         self.constants.append(numpy_helper.from_array(array, name))
@@ -104,6 +108,41 @@ class GraphBuilder:
             initializer=[*self.constants, *initializers],
         )
 
+    def loop(
+        self,
+        trip_count: str,
+        carried: Sequence[tuple[str, int]],
+        body: Callable[[GraphBuilder, str, list[str]], tuple[str | None, list[str], list[tuple[str, int]]]],
+        hint: str = "loop",
+        condition: str = "",
+    ) -> list[str]:
+        """A ``Loop`` whose body ``body(builder, iteration, carried values)`` returns (condition or
+        ``None`` to keep going, the carried values' next state, scan outputs with their types).
+        ``carried`` pairs each initial value with its element type. Returns the final carried values,
+        then the stacked scan outputs. The body reads outer values by name; the weights it derives
+        are stored once, in this builder."""
+        sub = GraphBuilder(self.fresh(hint))
+        iteration = sub.input(f"{sub.name}/iteration", INT64, [])
+        go_on = sub.input(f"{sub.name}/condition", BOOL, [])
+        states = [sub.input(f"{sub.name}/state_{i}", kind, None) for i, (_, kind) in enumerate(carried)]
+        next_condition, next_states, scans = body(sub, iteration, states)
+        if next_condition is None:
+            next_condition = sub.op("Identity", [go_on])
+        outputs = [next_condition, *next_states, *(value for value, _ in scans)]
+        # A graph output must be produced by a node of the body: pass-throughs get an Identity.
+        produced = {name for node in sub.nodes for name in node.output}
+        unique: list[str] = []
+        for name in outputs:
+            unique.append(name if name in produced and name not in unique else sub.op("Identity", [name]))
+        outputs = unique
+        kinds = [BOOL, *(kind for _, kind in carried), *(kind for _, kind in scans)]
+        sub.outputs = [helper.make_tensor_value_info(name, kind, None) for name, kind in zip(outputs, kinds, strict=True)]
+        self.derived_weights.update(sub.derived_weights)
+        self.weights_used |= sub.weights_used
+        results = [self.fresh(f"{hint}_out") for _ in range(len(carried) + len(scans))]
+        self.op("Loop", [trip_count, condition, *(value for value, _ in carried)], outputs=results, body=sub.graph())
+        return results
+
     # Shorthands for the few ops the transformer code uses over and over.
     def matmul(self, a: str, b: str) -> str:
         return self.op("MatMul", [a, b])
@@ -122,6 +161,7 @@ class GraphBuilder:
 
 
 FLOAT = TensorProto.FLOAT
+DOUBLE = TensorProto.DOUBLE
 INT32 = TensorProto.INT32
 INT64 = TensorProto.INT64
 STRING = TensorProto.STRING

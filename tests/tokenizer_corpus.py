@@ -72,3 +72,65 @@ def tokenizer_strings(seed: int = 7) -> list[str]:
         strings.append(" ".join(rng.choice(words) for _ in range(length)))
         strings.append(">>cmn_Hans<< " + " ".join(str(rng.randint(0, 9)) for _ in range(length)))
     return strings
+
+
+# Unicode material for generated_strings: each a list of code points or of short strings.
+COMBINING = [*range(0x0300, 0x0370), *range(0x1AB0, 0x1ACF), *range(0x1DC0, 0x1E00), *range(0x20D0, 0x20F1)]
+COMBINING += [*range(0xFE20, 0xFE30), 0x093F, 0x094D, 0x0A3E, 0x0E31, 0x0E48, 0x302A, 0x3099, 0x309A, 0xFF9E, 0xFF9F]
+FULL_WIDTH = [*range(0xFF01, 0xFF5F), *range(0xFF61, 0xFFA0), *range(0xFFE0, 0xFFEF), *range(0x3000, 0x3040)]
+WHITE = ["\u00a0", "\u3000", "\t", "\n", "\r", "\r\n", "\u2028", "\u2029", "\u200b", "\u2009", "\u202f", "\x0b", "\x0c"]
+CONTROLS = [*range(0x01, 0x20), 0x7F, *range(0x80, 0xA0), 0x00AD, 0x061C, 0x200E, 0x200F, 0xFEFF, 0xFFF9, 0xE0001]
+EMOJI_SEQUENCES = [
+    "👨\u200d👩\u200d👧\u200d👦", "👩🏽\u200d💻", "🏳️\u200d🌈", "❤️\u200d🔥", "🇯🇵", "🇺🇸🇨🇳", "1️⃣", "#️⃣", "👍🏿", "©\u200d©",
+    "®️", "🧑🏻\u200d🤝\u200d🧑🏾", "🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f", "☝🏽", "😀\u200d",
+]
+HANGUL = [*range(0x1100, 0x1113), *range(0x1161, 0x1176), *range(0x11A8, 0x11C3), *range(0xAC00, 0xAC40)]
+ASCII_WORDS = ("the", "Cat", "x", "12", "3.5", "e-mail", "Hello,", "world!", "a", "I", "<s>", "</s>", "<unk>", "<pad>")
+
+
+def _random_scalar(rng: random.Random) -> str:
+    """A code point from any plane (half of them from the BMP), never a surrogate or U+0000."""
+    while True:
+        code = rng.randrange(1, 0x10000) if rng.random() < 0.5 else rng.randrange(0x10000, 0x110000)
+        if not 0xD800 <= code < 0xE000:
+            return chr(code)
+
+
+def _piece(rng: random.Random, words: list[str]) -> str:
+    kind = rng.randrange(10)
+    if kind == 0:
+        return "".join(_random_scalar(rng) for _ in range(rng.randint(1, 4)))
+    if kind == 1:  # a base (letter, full-width, symbol or random) with combining marks
+        base = rng.choice(["a", "e", "Z", "\u00e9", "\uff21", "\u00a9", "\u0915", "\u3042", _random_scalar(rng)])
+        return base + "".join(chr(rng.choice(COMBINING)) for _ in range(rng.randint(1, 3)))
+    if kind == 2:
+        return "".join(chr(rng.choice(FULL_WIDTH)) for _ in range(rng.randint(1, 6)))
+    if kind == 3:
+        return "".join(rng.choice(WHITE) for _ in range(rng.randint(1, 3)))
+    if kind == 4:
+        return "".join(chr(rng.choice(CONTROLS)) for _ in range(rng.randint(1, 2)))
+    if kind == 5:
+        return rng.choice(EMOJI_SEQUENCES)
+    if kind == 6:
+        return "".join(chr(rng.choice(HANGUL)) for _ in range(rng.randint(1, 4)))
+    if kind == 7:
+        return rng.choice(SCRIPTS)
+    return rng.choice(words) if kind == 8 else rng.choice(ASCII_WORDS)
+
+
+def generated_strings(count: int = 10_000, seed: int = 11) -> list[str]:
+    """``count`` strings from a fixed seed: every Unicode plane, combining marks, full-width forms,
+    NBSP/U+3000/tabs/newlines, control characters, emoji ZWJ sequences, Hangul jamo, special tokens
+    typed as text, empty strings and a few 2,000-character lines, joined by spaces or nothing."""
+    rng = random.Random(seed)
+    words = PROSE.split(" ")
+    strings = ["", "", " ", "\u3000", "\t\n"]
+    while len(strings) < count:
+        pieces = [_piece(rng, words) for _ in range(rng.randint(1, 8))]
+        strings.append("".join(p + rng.choice(("", "", " ", "  ")) for p in pieces))
+    for index in range(0, count, max(1, count // 5)):  # 2,000-character lines
+        line = ""
+        while len(line) < 2000:
+            line += _piece(rng, words) + rng.choice(("", " "))
+        strings[index] = line[:2000]
+    return strings[:count]
