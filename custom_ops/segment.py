@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .builder import BOOL, DOUBLE, FLOAT, INT64, ML_DOMAIN, GraphBuilder, i64
+from .builder import BOOL, DOUBLE, FLOAT, INT32, INT64, ML_DOMAIN, GraphBuilder, i64
 from .flat import Segments, counts, first_index, neighbour, positions, same_segment, sum_per_segment, to_padded
 from .trie import CodepointTrie, walk
 
@@ -220,7 +220,8 @@ def bpe(
         rank = g.op("Concat", [rank, g.op("Expand", [g.const(np.array([[never]], dtype=np.int64)), g.op("Concat", [g.op("Shape", [rank], start=0, end=1), g.const(i64(1))], axis=0)])], axis=1)
         pair = g.op("Concat", [pair, g.op("Expand", [g.const(np.array([[-1]], dtype=np.int64)), g.op("Concat", [g.op("Shape", [pair], start=0, end=1), g.const(i64(1))], axis=0)])], axis=1)
         lowest = g.op("ReduceMin", [rank, g.const(i64(1))], keepdims=1)
-        where = g.op("ArgMin", [rank], axis=1, keepdims=1)
+        # int32 for ArgMin (ORT 1.17 has no int64 one); ranks are below 2**31, "never" becomes 2**31 - 1
+        where = g.op("ArgMin", [g.op("Cast", [g.op("Min", [rank, g.const(np.int64(2**31 - 1))])], to=INT32)], axis=1, keepdims=1)
         merging = g.op("Less", [lowest, g.const(np.int64(never))])
         merged = g.op("Gather", [merged_table, g.op("GatherElements", [pair, where], axis=1)])
         columns = g.op("Unsqueeze", [g.op("Range", [g.const(np.int64(0)), g.op("Squeeze", [width]), g.const(np.int64(1))]), g.const(i64(0))])

@@ -164,13 +164,14 @@ def strip_tables(pieces: list[str]) -> np.ndarray:
     return np.array([*(p for kind in kinds for p in kind), ""], dtype=object)
 
 
-def join_and_strip(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> str:
-    """int ``[B, R, L]`` ids → string ``[B, R]``: the pieces of each row joined, then ``str.strip``-ed.
+def strip_index(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> tuple[str, str]:
+    """int ``[B, R, L]`` ids → (int64 ``[B, R, L]`` indices into ``tables``, the table's value name):
+    the pieces of each row, joined, are the row ``str.strip``-ed.
 
     Stripping the joined text equals dropping the whitespace-only pieces at both ends and
     stripping the first and last remaining piece on their outer side; each position therefore
-    picks its piece from one of the ``strip_tables`` kinds, and the row is joined with
-    ``StringConcat`` one position at a time. Every piece is valid UTF-8, so is the result.
+    picks its piece from one of the ``strip_tables`` kinds. Every piece is valid UTF-8, so is the
+    joined result.
     """
     size = (len(tables) - 1) // 4
     blank = np.array([not p.strip() for p in tables[:size]] + [True])
@@ -203,9 +204,20 @@ def join_and_strip(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> 
         ],
     )
     index = b.op("Add", [b.op("Mul", [kind, b.const(np.int64(size))]), ids])
-    index = b.op("Where", [inside, index, b.const(np.int64(4 * size), "blank_index")])
+    return b.op("Where", [inside, index, b.const(np.int64(4 * size), "blank_index")]), table
+
+
+def join_strings(b: GraphBuilder, index: str, table: str) -> str:
+    """int64 ``[B, R, L]`` indices into the string ``table`` → string ``[B, R]``, the texts joined."""
     pieces = b.op("Gather", [table, index])
-    return _join_last_axis(b, pieces, length)
+    return _join_last_axis(b, pieces, b.op("Gather", [b.op("Shape", [index]), b.const(i64(2))]))
+
+
+def join_and_strip(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> str:
+    """int ``[B, R, L]`` ids → string ``[B, R]``: the pieces of each row joined, then ``str.strip``-ed
+    (see ``strip_index``)."""
+    index, table = strip_index(b, ids, tables, name)
+    return join_strings(b, index, table)
 
 
 def metaspace_tables(pieces: list[str], skipped: set[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -217,10 +229,10 @@ def metaspace_tables(pieces: list[str], skipped: set[int]) -> tuple[np.ndarray, 
     return np.array([*texts, ""], dtype=object), is_skipped
 
 
-def join_metaspace(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndarray], name: str) -> str:
-    """int ``[B, R, L]`` ids → string ``[B, R]`` as HF ``tokenizers``' Metaspace decoder with special
-    tokens skipped: every ``▁`` becomes a space, except in the first kept token, where they are
-    dropped; nothing is stripped (NLLB, mBART-50)."""
+def metaspace_index(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndarray], name: str) -> tuple[str, str]:
+    """int ``[B, R, L]`` ids → (int64 ``[B, R, L]`` indices into the text table, its value name), as
+    HF ``tokenizers``' Metaspace decoder with special tokens skipped: every ``▁`` becomes a space,
+    except in the first kept token, where they are dropped; nothing is stripped (NLLB, mBART-50)."""
     texts, is_skipped = tables
     size = len(is_skipped) - 1
     table = b.derived(name, texts)
@@ -238,8 +250,13 @@ def join_metaspace(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndarr
     # The spare id is skipped and "" in both halves; a skipped id is "" in both halves too.
     index = b.op("Where", [b.op("Equal", [ids, b.const(np.int64(size))]), b.const(np.int64(2 * size)), ids])
     index = b.op("Add", [index, b.op("Mul", [is_first, b.const(np.int64(size))])])
-    index = b.op("Min", [index, b.const(np.int64(2 * size))])
-    return _join_last_axis(b, b.op("Gather", [table, index]), length)
+    return b.op("Min", [index, b.const(np.int64(2 * size))]), table
+
+
+def join_metaspace(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndarray], name: str) -> str:
+    """int ``[B, R, L]`` ids → string ``[B, R]`` (see ``metaspace_index``)."""
+    index, table = metaspace_index(b, ids, tables, name)
+    return join_strings(b, index, table)
 
 
 def _join_last_axis(b: GraphBuilder, pieces: str, length: str) -> str:
@@ -275,6 +292,9 @@ def _join_last_axis(b: GraphBuilder, pieces: str, length: str) -> str:
 __all__ = [
     "join_and_strip",
     "join_metaspace",
+    "join_strings",
+    "metaspace_index",
+    "strip_index",
     "lookup_tokens",
     "metaspace_tables",
     "split_language_token",

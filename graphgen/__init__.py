@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ._export import ExportResult
 
 
-def export(model: str, output: str, *, tokenizer: bool = True, **kwargs: Any) -> ExportResult:
+def export(model: str, output: str, *, tokenizer: bool | str = True, **kwargs: Any) -> ExportResult:
     """Export a checkpoint to one ONNX file (needs ``graphgen[export]``); see ``graphgen export --help``."""
     from ._export import export as run_export  # imports torch/transformers only when exporting
 

@@ -24,6 +24,7 @@ from custom_ops.builder import (
     EXTENSIONS_DOMAIN,
     FLOAT,
     INT32,
+    INT64,
     ML_DOMAIN,
     ML_OPSET,
     MS_DOMAIN,
@@ -33,9 +34,20 @@ from custom_ops.builder import (
     i64,
 )
 
+from custom_ops.text import join_strings
+from custom_ops.utf8 import join_bytes
+
 from ._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
-from ._errors import UnsupportedModelError
-from ._language_tokenizers import LanguageVocabulary, add_language_detokenizer, add_language_tokenizer, language_ids
+from ._contract import EXTENSIONS, PORTABLE, TEXT_UTF8, TOKENIZERS, TRANSLATION_LENGTHS, TRANSLATION_UTF8, Key
+from ._errors import GraphgenError, UnsupportedModelError
+from ._language_tokenizers import (
+    LanguageVocabulary,
+    add_language_detokenizer,
+    add_language_tokenizer,
+    language_detokenizer_index,
+    language_ids,
+)
+from ._portable_tokenizer import add_portable_tokenizer
 from ._loop_search import FORCED_BOS_INPUT, NO_FORCED_BOS, loop_search
 from ._quantize import Int8Weights
 from ._search import (
@@ -54,7 +66,7 @@ from ._search import (
 )
 from ._spec import ModelSpec
 from ._subgraphs import build_decoder_graph, build_encoder_graph
-from ._tokenizer_graphs import MarianVocabulary, add_detokenizer, add_tokenizer
+from ._tokenizer_graphs import MarianVocabulary, add_detokenizer, add_tokenizer, detokenizer_index
 
 TEXT_INPUT = "text"
 TEXT_OUTPUT = "translation"
@@ -230,9 +242,19 @@ def _language_defaults(spec: ModelSpec, vocabulary: LanguageVocabulary) -> tuple
 
 
 def build_text_model(
-    spec: ModelSpec, vocabulary: MarianVocabulary | LanguageVocabulary, *, int8: bool = False, search: str = "op"
+    spec: ModelSpec,
+    vocabulary: MarianVocabulary | LanguageVocabulary,
+    *,
+    int8: bool = False,
+    search: str = "op",
+    tokenizer: str = EXTENSIONS,
 ) -> ModelProto:
     """strings in, strings out: tokenizer → search → detokenizer in one graph.
+
+    ``tokenizer`` ``"onnx"`` (``PORTABLE``) builds the tokenizer in standard ONNX ops: the file takes
+    the texts as zero-padded UTF-8 bytes (``text_utf8``, uint8 ``[batch, bytes]``) and also returns
+    the translations as bytes (``translation_utf8``, ``translation_lengths``), and needs no custom-op
+    library. ``"extensions"`` uses onnxruntime-extensions' SentencePiece op on a string ``text`` input.
 
     A source with more tokens than the model has positions stops the run with a message naming
     the limit, unless the optional ``truncate`` input is true: then it is cut as HF's
@@ -256,7 +278,31 @@ def build_text_model(
     )
     post = GraphBuilder("detokenizer")
     optional: list[tuple[ValueInfoProto, TensorProto]] = []
-    if isinstance(vocabulary, MarianVocabulary):
+    portable = tokenizer == PORTABLE
+    if tokenizer not in TOKENIZERS:
+        raise GraphgenError(f"unknown tokenizer {tokenizer!r}; choose one of {', '.join(TOKENIZERS)}")
+    rows = pre.op("Shape", [TEXT_UTF8], start=0, end=1) if portable else pre.op("Shape", [TEXT_INPUT])
+    extra_outputs: list[ValueInfoProto] = []
+    if portable:
+        if isinstance(vocabulary, MarianVocabulary):
+            portable_spec = vocabulary.portable_spec(spec.eos_token_id, spec.pad_token_id)
+            index, table, texts = detokenizer_index(post, "sequences", vocabulary)
+        else:
+            portable_spec = vocabulary.portable_spec()
+            index, table, texts = language_detokenizer_index(post, "sequences", vocabulary, spec.target_vocab_size)
+        source_ids = None
+        if coded is not None:
+            source_ids = pre.op("Cast", [language_ids(pre, SOURCE_LANGUAGE_INPUT, coded, SOURCE_LANGUAGE_INPUT, rows)], to=INT64)
+        ids, mask, _ = add_portable_tokenizer(pre, TEXT_UTF8, portable_spec, max_length=limit, source_ids=source_ids)
+        detokenized = join_strings(post, index, table)
+        utf8, lengths = join_bytes(post, index, [str(text) for text in texts], "id_to_text")
+        post.op("Identity", [utf8], outputs=[TRANSLATION_UTF8])
+        post.op("Identity", [lengths], outputs=[TRANSLATION_LENGTHS])
+        extra_outputs = [
+            helper.make_tensor_value_info(TRANSLATION_UTF8, TensorProto.UINT8, ["batch", "num_return_sequences", "translation_bytes"]),
+            helper.make_tensor_value_info(TRANSLATION_LENGTHS, INT64, ["batch", "num_return_sequences"]),
+        ]
+    elif isinstance(vocabulary, MarianVocabulary):
         ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id, max_length=limit)
         detokenized = add_detokenizer(post, "sequences", vocabulary)
     else:
@@ -264,7 +310,6 @@ def build_text_model(
         ids, mask = add_language_tokenizer(pre, TEXT_INPUT, source, vocabulary, max_length=limit)
         detokenized = add_language_detokenizer(post, "sequences", vocabulary, spec.target_vocab_size)
     if coded is not None:
-        rows = pre.op("Shape", [TEXT_INPUT])
         target = language_ids(pre, TARGET_LANGUAGE_INPUT, coded, TARGET_LANGUAGE_INPUT, rows)
         pre.op("Identity", [target], outputs=[FORCED_BOS_INPUT])
         for name, default in zip(
@@ -284,13 +329,22 @@ def build_text_model(
     # the checkpoint's default as a constant.
     search_inputs = [i for i in core.inputs[len(ID_INPUTS) :] if i.name != FORCED_BOS_INPUT]
     initializers = [t for t in core.initializers if not (coded is not None and t.name == FORCED_BOS_INPUT)]
+    text_input = (
+        helper.make_tensor_value_info(TEXT_UTF8, TensorProto.UINT8, ["batch", "text_bytes"])
+        if portable
+        else helper.make_tensor_value_info(TEXT_INPUT, STRING, ["batch"])
+    )
     inputs = [
-        helper.make_tensor_value_info(TEXT_INPUT, STRING, ["batch"]),
+        text_input,
         *search_inputs,
         *(info for info, _ in optional),
         helper.make_tensor_value_info(TRUNCATE_INPUT, TensorProto.BOOL, [1]),
     ]
-    outputs = [helper.make_tensor_value_info(TEXT_OUTPUT, STRING, ["batch", "num_return_sequences"]), *core.outputs]
+    outputs = [
+        helper.make_tensor_value_info(TEXT_OUTPUT, STRING, ["batch", "num_return_sequences"]),
+        *extra_outputs,
+        *core.outputs,
+    ]
     tables = [numpy_helper.from_array(array, name) for b in (pre, post) for name, array in b.derived_weights.items()]
     graph = helper.make_graph(
         [*pre.nodes, *core.nodes, *post.nodes],
@@ -307,14 +361,17 @@ def build_text_model(
         ],
     )
     props = metadata(spec, "text", int8, search)
-    props["graphgen.custom_op_domains"] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
-    props["graphgen.min_extensions"] = MIN_EXTENSIONS
+    props[Key.TOKENIZER] = tokenizer
+    if not portable:
+        props[Key.CUSTOM_OP_DOMAINS] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
+        props[Key.MIN_EXTENSIONS] = MIN_EXTENSIONS
     if coded is not None:
         source, target = _language_defaults(spec, coded)
         props["graphgen.languages"] = json.dumps(sorted(coded.languages))
         props["graphgen.source_language"] = source
         props["graphgen.target_language"] = target
-    model = make_model(graph, props, domains=[(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)])
+    domains = [(ML_DOMAIN, ML_OPSET)] if portable else [(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)]
+    model = make_model(graph, props, domains=domains)
     apply_compatibility_passes(model)
     return model
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._assemble import build_id_model, build_text_model, set_precision
+from ._contract import PORTABLE, TOKENIZERS
 from ._errors import GraphgenError
 from ._fp16 import Float16Error, to_float16
 from ._language_tokenizers import is_language_tokenizer, load_language_vocabulary
@@ -38,6 +39,17 @@ def choose_search(search: str, fp16: bool) -> str:
     return search
 
 
+def tokenizer_kind(tokenizer: bool | str) -> str | None:
+    """``"onnx"``, ``"extensions"`` or ``None`` (an id-level file) for ``export``'s ``tokenizer``."""
+    if tokenizer is True:
+        return PORTABLE
+    if tokenizer is False or tokenizer is None:
+        return None
+    if tokenizer not in TOKENIZERS:
+        raise GraphgenError(f"unknown tokenizer {tokenizer!r}; choose one of {', '.join(TOKENIZERS)}")
+    return str(tokenizer)
+
+
 @dataclass
 class ExportResult:
     files: list[Path]
@@ -49,7 +61,7 @@ def export(
     model: str | Path,
     output: str | Path,
     *,
-    tokenizer: bool = True,
+    tokenizer: bool | str = True,
     int8: bool = False,
     fp16: bool = False,
     early_stopping: bool | None = None,
@@ -59,9 +71,12 @@ def export(
 ) -> ExportResult:
     """Export ``model`` (checkpoint directory or hub id) to one ONNX file at ``output``.
 
-    By default the graph takes and returns strings (tokenizer and detokenizer inside; needs
-    onnxruntime-extensions at run time). With ``tokenizer=False`` it takes and returns token ids,
-    which ORT builds without the extensions library can run. ``int8=True`` stores every matrix
+    By default the graph takes and returns text (tokenizer and detokenizer inside), with the
+    tokenizer in standard ONNX ops (``tokenizer="onnx"``, the same as ``True``): texts go in as
+    zero-padded UTF-8 bytes and come out as strings and as bytes, and no custom-op library is
+    needed. ``tokenizer="extensions"`` builds the tokenizer on onnxruntime-extensions' SentencePiece
+    op instead (string input; the library must be registered at run time). With
+    ``tokenizer=False`` the graph takes and returns token ids. ``int8=True`` stores every matrix
     (embedding tables and output projection included) as int8 with per-column scales.
     ``fp16=True`` converts the search to float16, for GPU execution providers.
     ``early_stopping`` overrides the checkpoint's setting. ``True`` finishes an input once
@@ -81,14 +96,15 @@ def export(
         raise Float16Error("--fp16 and --int8 cannot be combined")
     if ort is not None and ort not in ORT_PLATFORMS:
         raise GraphgenError(f"unknown .ort platform {ort!r}; choose one of {', '.join(ORT_PLATFORMS)}")
+    kind = tokenizer_kind(tokenizer)
     started = time.perf_counter()
     path = check_output_path(Path(output))
     report(f"loading {model}")
     checkpoint = load_checkpoint(model)
     vocabulary = None
-    if tokenizer and is_language_tokenizer(checkpoint.directory):
+    if kind and is_language_tokenizer(checkpoint.directory):
         vocabulary = load_language_vocabulary(checkpoint.directory)
-    elif tokenizer:
+    elif kind:
         check_tokenizer_files(checkpoint.directory)
         vocabulary = load_vocabulary(checkpoint.directory)
     spec = checkpoint.spec
@@ -102,7 +118,8 @@ def export(
     if vocabulary is None:
         onnx_model = build_id_model(spec, int8=int8, search=search)
     else:
-        onnx_model = build_text_model(spec, vocabulary, int8=int8, search=search)
+        report(f"building the tokenizer graph ({kind})")
+        onnx_model = build_text_model(spec, vocabulary, int8=int8, search=search, tokenizer=kind)
     if fp16:
         report("converting the search to float16")
         to_float16(onnx_model)

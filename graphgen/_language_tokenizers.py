@@ -24,6 +24,7 @@ code would cost some 25 nodes each, for 200 codes).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,21 +38,23 @@ from custom_ops import (
     drop_marked,
     fail_when,
     follows_marked,
-    join_and_strip,
-    join_metaspace,
+    join_strings,
     lookup_tokens,
     merge_rows,
+    metaspace_index,
     metaspace_tables,
     padded_to_ragged,
     ragged_to_padded,
     remap,
     split_on_literals,
     split_whole_tokens,
+    strip_index,
     strip_tables,
 )
 from custom_ops.builder import BOOL, INT32, INT64, i64
 
 from ._errors import CheckpointError, UnsupportedModelError
+from ._portable_tokenizer import PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
 from ._tokenizer_graphs import check_spm, sentencepiece_op
 
 NO_LANGUAGE = ""  # a target_language that forces nothing (HF generate without forced_bos_token_id)
@@ -112,6 +115,16 @@ class LanguageVocabulary:
     trailing_space: bool  # whether a chunk's trailing whitespace becomes a "▁" (Metaspace without a right Strip)
     unknown_text: str  # what an id outside ``piece_ids`` decodes to
     max_length: int
+    pipeline: str | None = None  # the tokenizers pipeline (JSON) HF runs; None: SentencePiece itself (M2M100)
+
+    def portable_spec(self) -> PortableSpec:
+        """What the portable tokenizer graph needs to reproduce this tokenizer."""
+        name = f"the {self.tokenizer_class}"
+        if self.pipeline is None:
+            return spec_for_sentencepiece(
+                self.spm, self.piece_ids, self.unk_id, self.eos_id, self.pad_id, self.split_tokens, marian=False, name=name
+            )
+        return spec_for_tokenizers(json.loads(self.pipeline), self.split_tokens, self.eos_id, self.pad_id, name)
 
     @property
     def split_tokens(self) -> dict[str, int]:
@@ -127,8 +140,6 @@ def language_codes(tokenizer: Any) -> dict[str, int] | None:
 
 def is_language_tokenizer(directory: Path) -> bool:
     """Whether the checkpoint's tokenizer is one of ``RULES`` (by its ``tokenizer_config.json``)."""
-    import json
-
     config = directory / "tokenizer_config.json"
     if not config.is_file():
         return False
@@ -146,8 +157,6 @@ def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
     (the unigram converter strips: mBART-50 drops trailing whitespace, NLLB keeps a ``▁``), then
     Metaspace; or T5's: the normaliser, then words split at whitespace (which drops it all) and
     Metaspace. Whether a chunk's trailing whitespace becomes a ``▁`` is what differs for the graph."""
-    import json
-
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         raise UnsupportedModelError(f"the tokenizer of {directory} loads without its tokenizers pipeline")
@@ -227,6 +236,7 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
         trailing_space=rule.metaspace and _keeps_trailing_space(tokenizer, directory),
         unknown_text=str(tokenizer.unk_token) if rule.unknown_verbatim else "",
         max_length=int(min(tokenizer.model_max_length, 1 << 30)),
+        pipeline=tokenizer.backend_tokenizer.to_str() if rule.metaspace else None,
     )
 
 
@@ -326,7 +336,16 @@ def add_language_tokenizer(
 
 def add_language_detokenizer(b: GraphBuilder, sequences: str, vocabulary: LanguageVocabulary, size: int) -> str:
     """Append the decoding nodes: int32 ``[batch, beams, length]`` ids below ``size`` → string
-    ``[batch, beams]``, as HF's ``batch_decode(skip_special_tokens=True)``.
+    ``[batch, beams]``, as HF's ``batch_decode(skip_special_tokens=True)``."""
+    index, table, _ = language_detokenizer_index(b, sequences, vocabulary, size)
+    return join_strings(b, index, table)
+
+
+def language_detokenizer_index(
+    b: GraphBuilder, sequences: str, vocabulary: LanguageVocabulary, size: int
+) -> tuple[str, str, np.ndarray]:
+    """The decoding as indices into a text table: (int64 ``[batch, beams, length']`` indices, the
+    table's value name, the table) — joined, the texts of a row are HF's ``batch_decode``.
 
     M2M100's tokenizer decodes each run of pieces with SentencePiece and puts a special token's text
     between runs as is; the only such token that survives skipping is the unknown token that an id
@@ -342,7 +361,8 @@ def add_language_detokenizer(b: GraphBuilder, sequences: str, vocabulary: Langua
     known = set(vocabulary.piece_ids.values())
     if vocabulary.metaspace:  # tokenizers drops the ids it lacks before its decoder sees the first token
         skipped |= set(range(count)) - known
-        return join_metaspace(b, sequences, metaspace_tables(pieces, skipped), "id_to_text")
+        tables = metaspace_tables(pieces, skipped)
+        return (*metaspace_index(b, sequences, tables, "id_to_text"), tables[0])
     texts = ["" if i in skipped else p.replace(METASPACE, " ") for i, p in enumerate(pieces)] + [""]
     after_verbatim = [text[1:] if text.startswith(" ") else text for text in texts]
     filler = count  # "" in both halves
@@ -352,4 +372,5 @@ def add_language_detokenizer(b: GraphBuilder, sequences: str, vocabulary: Langua
     silent = np.array([not text for text in after_verbatim[:count]] + [True]) & ~verbatim
     follows = b.op("Cast", [follows_marked(b, kept, verbatim, silent, "id_verbatim")], to=INT64)
     ids = b.op("Add", [kept, b.op("Mul", [follows, b.const(np.int64(count + 1))])])
-    return join_and_strip(b, ids, strip_tables(texts + after_verbatim), "id_to_text")
+    tables = strip_tables(texts + after_verbatim)
+    return (*strip_index(b, ids, tables, "id_to_text"), tables)

@@ -43,7 +43,7 @@ from custom_ops.flat import (
     starts,
     sum_per_segment,
 )
-from custom_ops.normalize import Charsmap, apply_units, grapheme_units, longest_units, read_charsmap
+from custom_ops.normalize import Charsmap, apply_units, grapheme_units, longest_units
 from custom_ops.pretokenize import metaspace, sentencepiece_spaces, whitespace_split
 from custom_ops.segment import Merges, Tokens, bpe, fuse_unknown, unigram
 from custom_ops.trie import CodepointTrie, lookup
@@ -76,7 +76,7 @@ class BpeModel:
 class PortableSpec:
     """What one HF tokenizer does, as data the graph builder reads."""
 
-    rules: dict[str, str]  # the precompiled_charsmap
+    charsmap: bytes  # the SentencePiece model's precompiled_charsmap
     normalization: str  # "longest" (SentencePiece) or "grapheme" (tokenizers' Precompiled)
     spaces: str  # "sentencepiece", "metaspace" or "whitespace_split"
     model: UnigramModel | BpeModel
@@ -177,7 +177,7 @@ def spec_for_sentencepiece(
     if marian:
         leads = {t: i for t, i in vocab.items() if t.startswith(">>") and t.find("<<") == len(t) - 2 and len(t) >= 4}
     return PortableSpec(
-        rules=read_charsmap(proto.normalizer_spec.precompiled_charsmap),
+        charsmap=bytes(proto.normalizer_spec.precompiled_charsmap),
         normalization="longest",
         spaces="sentencepiece",
         model=model,
@@ -216,7 +216,7 @@ def spec_for_tokenizers(pipeline: dict[str, Any], split_tokens: dict[str, int], 
             f"{name} runs normalizer={kinds}, pre_tokenizer={pre_kinds}; the portable tokenizer reproduces "
             "Precompiled [+ Strip(right)] [+ Replace(' {2,}')] with Metaspace, and Precompiled with WhitespaceSplit + Metaspace"
         )
-    rules = read_charsmap(base64.b64decode(steps[0].get("precompiled_charsmap") or ""))
+    charsmap = base64.b64decode(steps[0].get("precompiled_charsmap") or "")
     spec = pipeline["model"]
     vocab: dict[str, int]
     model: UnigramModel | BpeModel
@@ -248,7 +248,7 @@ def spec_for_tokenizers(pipeline: dict[str, Any], split_tokens: dict[str, int], 
     else:
         raise UnsupportedModelError(f"{name} has a {spec.get('type')} model with options the portable tokenizer does not reproduce")
     return PortableSpec(
-        rules=rules,
+        charsmap=charsmap,
         normalization="grapheme",
         spaces="whitespace_split" if pre_kinds[0] == "WhitespaceSplit" else "metaspace",
         model=model,
@@ -334,7 +334,7 @@ def _lead_tokens(b: GraphBuilder, codes: str, chunks: Segments, text: str, leads
 def _segment(b: GraphBuilder, spec: PortableSpec, codes: str, chunks: Segments) -> tuple[Tokens, str]:
     """Normalize, apply the whitespace rules and segment. Returns the tokens (their ids as the model
     gives them) and, per token, its chunk."""
-    charsmap = Charsmap.from_rules(spec.rules)
+    charsmap = Charsmap.from_blob(spec.charsmap)
     if spec.normalization == "longest":
         unit_starts, value = longest_units(b, charsmap, codes, chunks)
     else:

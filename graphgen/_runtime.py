@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from ._contract import FLOAT_PARAMETERS, INT_PARAMETERS, LANGUAGE_PARAMETERS, TEXT, TEXT_UTF8, read_file_info
 from ._errors import SOURCE_TOO_LONG_PREFIX, GraphgenError, SourceTooLongError
 
-INT_PARAMETERS = ("max_length", "min_length", "num_beams", "num_return_sequences")
-FLOAT_PARAMETERS = ("length_penalty", "repetition_penalty")
-LANGUAGE_PARAMETERS = ("source_language", "target_language")
+__all__ = ["FLOAT_PARAMETERS", "INT_PARAMETERS", "LANGUAGE_PARAMETERS", "Translator", "generation_settings"]
 
 
 def extensions_library() -> str:
@@ -38,10 +37,12 @@ def extensions_library() -> str:
     raise GraphgenError("onnxruntime-extensions is installed but its custom-op library was not found")
 
 
-def session_options(threads: int | None = None) -> ort.SessionOptions:
-    """Options with the extensions library registered and ORT's load-time notices silenced."""
+def session_options(threads: int | None = None, *, extensions: bool = True) -> ort.SessionOptions:
+    """Options with ORT's load-time notices silenced, and the extensions library registered unless
+    ``extensions`` is false (files with the portable tokenizer, id-level files)."""
     options = ort.SessionOptions()
-    options.register_custom_ops_library(extensions_library())
+    if extensions:
+        options.register_custom_ops_library(extensions_library())
     # Optional graph inputs carry their defaults as initializers; ORT warns about each one, and
     # logs every failed run as an error on top of raising it.
     options.log_severity_level = 4
@@ -83,6 +84,15 @@ def generation_settings(
     return values
 
 
+def utf8_batch(texts: Sequence[str]) -> np.ndarray:
+    """Texts as the portable tokenizer's ``text_utf8`` input: uint8 ``[batch, longest]``, zero-padded."""
+    encoded = [text.encode("utf-8", errors="surrogatepass") for text in texts]
+    batch = np.zeros((len(encoded), max((len(e) for e in encoded), default=0)), dtype=np.uint8)
+    for row, data in enumerate(encoded):
+        batch[row, : len(data)] = np.frombuffer(data, dtype=np.uint8)
+    return batch
+
+
 # ONNX Runtime can fail when two sessions register the extensions library at the same moment
 # ("Trying to add a domain to DomainToVersion map, but the domain is already exist").
 _SESSION_CREATION = threading.Lock()
@@ -102,10 +112,14 @@ class Translator:
         if not isinstance(model, bytes) and not path.is_file():
             raise GraphgenError(f"{path} does not exist")
         try:
+            info = read_file_info(model if isinstance(model, bytes) else path)
+        except (OSError, ValueError, UnicodeDecodeError) as error:
+            raise GraphgenError(f"cannot read {path} as an ONNX file: {error}") from error
+        try:
             with _SESSION_CREATION:
                 self._session = ort.InferenceSession(
                     model if isinstance(model, bytes) else str(path),
-                    session_options(threads),
+                    session_options(threads, extensions=info.needs_extensions),
                     providers=list(providers or ["CPUExecutionProvider"]),
                 )
         except Exception as error:  # ORT raises several types for unreadable models
@@ -187,7 +201,10 @@ class Translator:
         if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
             raise TypeError("texts must be a sequence of str")
         values = self.settings(overrides)
-        feeds: dict[str, np.ndarray] = {"text": np.array(list(texts), dtype=object)}
+        if TEXT_UTF8 in self._inputs:
+            feeds: dict[str, np.ndarray] = {TEXT_UTF8: utf8_batch(texts)}
+        else:
+            feeds = {TEXT: np.array(list(texts), dtype=object)}
         languages = {"source_language": source_language, "target_language": target_language}
         feeds |= self.language_feeds(languages, len(texts))
         for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS):

@@ -25,7 +25,7 @@ import numpy as np
 from custom_ops import (
     GraphBuilder,
     collapse_marked_runs,
-    join_and_strip,
+    join_strings,
     lookup_tokens,
     merge_rows,
     padded_to_ragged,
@@ -33,11 +33,13 @@ from custom_ops import (
     remap,
     split_language_token,
     split_on_literals,
+    strip_index,
     strip_tables,
 )
 from custom_ops.builder import EXTENSIONS_DOMAIN, i64
 
 from ._errors import CheckpointError, UnsupportedModelError
+from ._portable_tokenizer import PortableSpec, spec_for_sentencepiece
 
 SPECIAL_TOKENS = ("</s>", "<unk>", "<pad>")
 
@@ -56,6 +58,13 @@ class MarianVocabulary:
     @property
     def unk_id(self) -> int:
         return self.source_vocab["<unk>"]
+
+    def portable_spec(self, eos_id: int, pad_id: int) -> PortableSpec:
+        """What the portable tokenizer graph needs to reproduce MarianTokenizer's encoding."""
+        specials = {token: self.source_vocab[token] for token in SPECIAL_TOKENS if token in self.source_vocab}
+        return spec_for_sentencepiece(
+            self.source_spm, self.source_vocab, self.unk_id, eos_id, pad_id, specials, marian=True, name="source.spm"
+        )
 
 
 def _json(path: Path) -> dict:
@@ -205,7 +214,15 @@ def add_tokenizer(
 
 def add_detokenizer(b: GraphBuilder, sequences: str, vocabulary: MarianVocabulary) -> str:
     """Append the decoding nodes: int32 ``[batch, beams, length]`` ids → string ``[batch, beams]``."""
-    return join_and_strip(b, sequences, strip_tables(id_to_text(vocabulary)), "id_to_text")
+    index, table, _ = detokenizer_index(b, sequences, vocabulary)
+    return join_strings(b, index, table)
+
+
+def detokenizer_index(b: GraphBuilder, sequences: str, vocabulary: MarianVocabulary) -> tuple[str, str, np.ndarray]:
+    """The decoding as indices into a text table: (int64 ``[batch, beams, length + 1]`` indices, the
+    table's value name, the table) — joined, the texts of a row are MarianTokenizer's decode."""
+    tables = strip_tables(id_to_text(vocabulary))
+    return (*strip_index(b, sequences, tables, "id_to_text"), tables)
 
 
 __all__ = ["MarianVocabulary", "add_detokenizer", "add_tokenizer", "i64", "load_vocabulary"]
