@@ -1,17 +1,18 @@
 """Write what the examples in other languages run and compare against (``make examples`` calls this).
 
-Into ``build/examples/``: the demo model exported text-level and id-level, the demo test set's
-sources, and the answers of graphgen's Python path for them:
+Into ``build/examples/``: the demo model exported text-level (the default: the tokenizer in
+standard ONNX ops, UTF-8 bytes in), the demo test set's sources, and the answers of graphgen's
+Python path for them:
 
-* ``expected.txt``: ``graphgen.Translator`` output, one line per source (the Java, Rust and C
-  examples must print the same strings);
+* ``expected.txt``: ``graphgen.Translator`` output, one line per source (the Java, Rust, Go and
+  JavaScript examples must give the same strings); ``empty.txt``: the translation of "";
+* ``demo-en-zh-greedy.onnx`` and ``expected-greedy.txt``: a copy baked with ``num_beams=1``
+  (``graphgen bake``: how hosts that cannot feed optional inputs choose settings) and the greedy
+  translations of the first 40 sources;
 * ``long.txt``: a source longer than the model's 512 positions, then its translation with
   ``truncate=True`` (without it the file must stop with an error naming the limit), and
   ``demo-en-zh-truncate.onnx``, a copy with ``truncate`` baked in (``graphgen bake --truncate``)
   for bindings that cannot set optional inputs (Java);
-* ``ids.json``: batches of ``input_ids``/``attention_mask`` from HF's MarianTokenizer, with the
-  ``sequences`` that Python ONNX Runtime returns for them from the id-level file (the Node
-  examples must return the same ids);
 * ``nllb-languages.onnx`` and ``languages.tsv``: a small NLLB checkpoint (random weights, a
   SentencePiece model trained here, built as ``tests/conftest.py`` lays out the hub's files),
   exported and baked with ``--keep-languages`` so that Java can choose the languages per call; the
@@ -20,51 +21,37 @@ sources, and the answers of graphgen's Python path for them:
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-
-import numpy as np
-import onnxruntime as ort
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "models" / "demo-en-zh"
 
 
 def main(out: Path) -> None:
-    from transformers import MarianTokenizer
-
     import graphgen
     from graphgen._bake import write_baked
 
     out.mkdir(parents=True, exist_ok=True)
-    text_model, id_model = out / "demo-en-zh.onnx", out / "demo-en-zh-ids.onnx"
+    text_model = out / "demo-en-zh.onnx"
     graphgen.export(str(DEMO), str(text_model), progress=lambda _: None)
-    graphgen.export(str(DEMO), str(id_model), tokenizer=False, progress=lambda _: None)
     sources = [line.split("\t")[0] for line in (DEMO / "test.tsv").read_text(encoding="utf-8").splitlines()]
     (out / "sources.txt").write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
     translator = graphgen.Translator(text_model)
     expected = [t for start in range(0, len(sources), 16) for t in translator.translate(sources[start : start + 16])]
     (out / "expected.txt").write_text("".join(f"{t}\n" for t in expected), encoding="utf-8")
+    (out / "empty.txt").write_text(f"{translator.translate([''])[0]}\n", encoding="utf-8")
     long = ">>cmn_Hans<< " + "My sister bought 12 books yesterday. " * 80  # about 1,300 tokens
     truncated = translator.translate([long], truncate=True)[0]
     (out / "long.txt").write_text(f"{long}\n{truncated}\n", encoding="utf-8")
     write_baked(text_model, out / "demo-en-zh-truncate.onnx", truncate=True)
+    # settings for hosts that cannot feed optional inputs (Java, JavaScript): a baked copy
+    write_baked(text_model, out / "demo-en-zh-greedy.onnx", {"num_beams": 1})
+    greedy = translator.translate(sources[:40], num_beams=1)
+    (out / "expected-greedy.txt").write_text("".join(f"{t}\n" for t in greedy), encoding="utf-8")
 
-    tokenizer = MarianTokenizer.from_pretrained(DEMO)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # no notice per optional input
-    session = ort.InferenceSession(str(id_model), options, providers=["CPUExecutionProvider"])
-    batches = []
-    for size in (1, 16):
-        for start in range(0, len(sources) if size > 1 else 40, size):
-            encoded = tokenizer(sources[start : start + size], padding=True, return_tensors="np")
-            feeds = {name: encoded[name].astype(np.int32) for name in ("input_ids", "attention_mask")}
-            (sequences,) = session.run(["sequences"], feeds)
-            batches.append({**{k: v.tolist() for k, v in feeds.items()}, "sequences": sequences.tolist()})
-    (out / "ids.json").write_text(json.dumps({"batches": batches}), encoding="utf-8")
     rows = language_fixtures(out, [source.split(" ", 1)[1] for source in sources[:24]])
-    print(f"examples fixtures: {len(sources)} sentences, {len(batches)} id batches, {rows} NLLB rows in {out}")
+    print(f"examples fixtures: {len(sources)} sentences, {rows} NLLB rows in {out}")
 
 
 def language_fixtures(out: Path, texts: list[str]) -> int:
@@ -82,6 +69,7 @@ def language_fixtures(out: Path, texts: list[str]) -> int:
     translator = graphgen.Translator(out / "nllb.onnx")
     rows = []
     for target in ("zho_Hans", "fra_Latn", "deu_Latn"):
+        (out / f"nllb-{target}.txt").write_text("".join(f"{text}\n" for text in texts), encoding="utf-8")
         translations = translator.translate(texts, source_language="eng_Latn", target_language=target)
         rows += [("eng_Latn", target, text, translation) for text, translation in zip(texts, translations, strict=True)]
     if any("\t" in field or "\n" in field for row in rows for field in row):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from onnx import AttributeProto, GraphProto, ModelProto
 
+from ._contract import read_file_info
 from ._errors import GraphgenError
 from ._save import staging_directory
 
@@ -67,14 +68,18 @@ def write_ort(onnx_path: Path, platform: str = "arm", extensions_library: str | 
     """Convert ``onnx_path`` to ``<stem>.ort`` and ``<stem>.required_operators.config`` beside it.
 
     ``platform`` is the processor the optimizations in the file are fixed for: ``arm`` for
-    phones, ``amd64`` for x86-64. Returns the two files.
+    phones, ``amd64`` for x86-64. Returns the two files. Files that use the extensions' ops are
+    converted with that library registered (``extensions_library``, found when not given).
     """
     if platform not in ORT_PLATFORMS:
         raise GraphgenError(f"unknown .ort platform {platform!r}; choose one of {', '.join(ORT_PLATFORMS)}")
-    if extensions_library is None:
-        from ._runtime import extensions_library as find
+    custom_ops: list[str] = []
+    if read_file_info(onnx_path).needs_extensions:
+        if extensions_library is None:
+            from ._runtime import extensions_library as find
 
-        extensions_library = find()
+            extensions_library = find()
+        custom_ops = ["--custom_op_library", extensions_library]
     folder = onnx_path.parent
     targets = [folder / f"{onnx_path.stem}.ort", folder / f"{onnx_path.stem}.required_operators.config"]
     with staging_directory(folder, f"{onnx_path.stem}.ort") as staging:
@@ -91,8 +96,7 @@ def write_ort(onnx_path: Path, platform: str = "arm", extensions_library: str | 
                 "Fixed",
                 "--target_platform",
                 platform,
-                "--custom_op_library",
-                extensions_library,
+                *custom_ops,
                 "--",
                 str(staged_model),
             ],

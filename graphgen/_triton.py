@@ -4,10 +4,10 @@ Triton does not accept optional inputs on a model that batches, and graphgen's g
 (``num_beams``, ``max_length``, ``truncate``, ...) are optional inputs. The repository therefore
 gets a copy of the file with those inputs baked (``graphgen._bake``). The ``config.pbtxt`` is
 derived from the baked model's own inputs and outputs, so names, types and ranks cannot drift
-from the graph. The text-level file needs the
-onnxruntime-extensions library inside the server (``model_operations``); the library that the
-Python wheel ships links against Python and does not load there, so its path in the server is a
-parameter.
+from the graph. A text-level file with the portable tokenizer (the default) runs on the server's
+own ONNX Runtime; one built with ``--tokenizer extensions`` needs the onnxruntime-extensions library
+inside the server (``model_operations``), and the library that the Python wheel ships links against
+Python and does not load there, so its path in the server is a parameter.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from onnx import ModelProto, TensorProto, ValueInfoProto
 
 from ._bake import load_baked, metadata
+from ._contract import FileInfo
 from ._errors import GraphgenError, OutputPathError
 from ._save import remove_stale_staging, save_model, staging_directory
 
@@ -33,6 +34,7 @@ _TRITON_TYPES = {
     TensorProto.FLOAT: "TYPE_FP32",
     TensorProto.FLOAT16: "TYPE_FP16",
     TensorProto.BOOL: "TYPE_BOOL",
+    TensorProto.UINT8: "TYPE_UINT8",
 }
 
 
@@ -78,7 +80,7 @@ def model_config(model: ModelProto, options: TritonOptions, baked: dict[str, Any
         f"dynamic_batching {{\n  max_queue_delay_microseconds: {options.max_queue_delay_microseconds}\n}}",
         f"instance_group [\n  {{\n    count: {options.instances}\n    kind: KIND_CPU\n  }}\n]",
     ]
-    if meta.get("graphgen.interface") == "text":
+    if FileInfo(meta).needs_extensions:
         parts.append(f'model_operations {{\n  op_library_filename: "{options.extensions_library}"\n}}')
     return "\n".join(parts) + "\n"
 

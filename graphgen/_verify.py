@@ -56,12 +56,13 @@ def verify(
     import transformers
 
     from ._parity import compare, generated_tokens, hf_generate
+    from ._contract import read_file_info
     from ._runtime import Translator, session_options
 
     sentences = read_sentences(sentences_file, limit)
     tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
     hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(checkpoint).eval()
-    session = ort.InferenceSession(model, session_options())
+    session = ort.InferenceSession(model, session_options(extensions=read_file_info(model).needs_extensions))
     text_level = session.get_modelmeta().custom_metadata_map.get("graphgen.interface") == "text"
     translator = Translator(model) if text_level else None
     config = hf_model.generation_config

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ._contract import TOKENIZERS
 from ._errors import GraphgenError
 
 # Where `graphgen triton` says the extensions library is inside the server, unless told otherwise.
@@ -21,10 +22,12 @@ def _export(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[graphgen] {message}", file=sys.stderr, flush=True)
 
+    if args.no_tokenizer and args.tokenizer is not None:
+        raise GraphgenError("--tokenizer and --no-tokenizer exclude each other")
     export(
         args.model,
         args.output,
-        tokenizer=not args.no_tokenizer,
+        tokenizer=False if args.no_tokenizer else (args.tokenizer or True),
         int8=args.int8,
         fp16=args.fp16,
         early_stopping=True if args.early_stopping else None,
@@ -183,10 +186,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("model", help="checkpoint directory, or a hub id such as Helsinki-NLP/opus-mt-en-zh")
     export.add_argument("-o", "--output", required=True, help="path of the .onnx file to write (written atomically)")
     export.add_argument(
+        "--tokenizer",
+        choices=list(TOKENIZERS),
+        help="how the file tokenizes: onnx (default) builds the tokenizer in standard ONNX ops, so the file "
+        "runs with nothing but ONNX Runtime in every binding (Node, the browser, Android, Java, Rust, Go, "
+        "Python; input: UTF-8 bytes as text_utf8); extensions uses onnxruntime-extensions' SentencePiece op "
+        "(input: strings as text; the extensions library must be registered where the file runs)",
+    )
+    export.add_argument(
         "--no-tokenizer",
         action="store_true",
         help="write the id-level graph (int32 input_ids/attention_mask in, sequences out) without the "
-        "tokenizer and detokenizer; for ORT bindings that cannot load onnxruntime-extensions",
+        "tokenizer and detokenizer",
     )
     export.add_argument(
         "--int8",

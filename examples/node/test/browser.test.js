@@ -1,0 +1,91 @@
+// A real browser: headless Chromium (Debian's package) opens web/index.html from a server on
+// 127.0.0.1, which translates the demo test set (and NLLB sentences into three languages) with
+// onnxruntime-web; the page's strings must be Python's (fixtures from examples/fixtures.py).
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import { extname, join, normalize } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+import { chromium } from "playwright-core";
+
+const here = fileURLToPath(new URL("..", import.meta.url));
+const fixtures = fileURLToPath(new URL("../../../build/examples/", import.meta.url));
+// Where each path of the page's server comes from: the page, the library, onnxruntime-web, fixtures.
+const roots = [join(here, "web"), here, join(here, "node_modules", "onnxruntime-web", "dist"), fixtures];
+const types = { ".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm" };
+const browserPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+let server;
+let browser;
+let origin;
+
+before(async () => {
+  server = createServer(async (request, response) => {
+    const path = normalize(decodeURIComponent(new URL(request.url, "http://x").pathname)).replace(/^[/\\]+/, "");
+    for (const root of roots) {
+      const file = join(root, path || "index.html");
+      if (file.startsWith(root) && existsSync(file) && !file.endsWith("/")) {
+        try {
+          const body = await readFile(file);
+          response.writeHead(200, { "content-type": types[extname(file)] ?? "application/octet-stream" });
+          response.end(body);
+          return;
+        } catch {
+          // a directory: try the next root
+        }
+      }
+    }
+    response.writeHead(404).end();
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  origin = `http://127.0.0.1:${server.address().port}`;
+  browser = await chromium.launch({
+    executablePath: browserPath,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+async function pageResult(query) {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on("pageerror", (error) => errors.push(String(error)));
+  await page.goto(`${origin}/index.html?${new URLSearchParams(query)}`);
+  await page.waitForFunction(() => window.graphgenResult !== undefined, null, { timeout: 600_000 });
+  const result = await page.evaluate(() => window.graphgenResult);
+  await page.close();
+  assert.deepEqual(errors, []);
+  assert.equal(result.error, undefined);
+  return result;
+}
+
+const lines = async (name) => (await readFile(`${fixtures}${name}`, "utf8")).split("\n").slice(0, -1);
+
+describe(`headless Chromium (${browserPath})`, () => {
+  test("the page translates the 300 demo sentences as Python does", async () => {
+    const result = await pageResult({ model: "demo-en-zh.onnx", sources: "sources.txt", batch: "16" });
+    assert.deepEqual(result.translations, await lines("expected.txt"));
+    console.log(`300 sentences in the browser: ${Math.round(result.milliseconds)} ms`);
+  });
+
+  test("the page translates NLLB sentences into three languages as Python does", async () => {
+    const rows = (await lines("languages.tsv")).map((line) => line.split("\t"));
+    for (const target of new Set(rows.map((row) => row[1]))) {
+      const mine = rows.filter((row) => row[1] === target);
+      const result = await pageResult({
+        model: "nllb-languages.onnx", // languages kept as required inputs (graphgen bake --keep-languages)
+        sources: `nllb-${target}.txt`,
+        options: JSON.stringify({ sourceLanguage: "eng_Latn", targetLanguage: target }),
+      });
+      assert.deepEqual(result.translations, mine.map((row) => row[3]));
+    }
+  });
+});

@@ -1,0 +1,86 @@
+// Text in, text out on onnxruntime-node and onnxruntime-web (wasm, run in Node): the demo test set
+// and an NLLB file with three target languages give exactly Python's strings (fixtures written by
+// examples/fixtures.py; `make examples` runs this).
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+import { openTranslator, translate } from "../translate.js";
+
+const fixtures = fileURLToPath(new URL("../../../build/examples/", import.meta.url));
+const lines = async (name) => (await readFile(`${fixtures}${name}`, "utf8")).split("\n").slice(0, -1);
+const sources = await lines("sources.txt");
+const expected = await lines("expected.txt");
+const rows = (await lines("languages.tsv")).map((line) => line.split("\t"));
+const [longSource, longTranslation] = await lines("long.txt");
+const [emptyTranslation] = await lines("empty.txt");
+
+const require = createRequire(import.meta.url);
+const runtimes = {
+  "onnxruntime-node": require("onnxruntime-node"),
+  "onnxruntime-web (wasm)": require("onnxruntime-web"),
+};
+runtimes["onnxruntime-web (wasm)"].env.wasm.numThreads = 1; // no worker threads in a test process
+
+for (const [name, ort] of Object.entries(runtimes)) {
+  describe(name, () => {
+    test("the 300 demo sentences, one at a time and in batches of 16, give Python's translations", async () => {
+      const translator = await openTranslator(ort, `${fixtures}demo-en-zh.onnx`);
+      assert.equal(sources.length, 300);
+      const single = [];
+      for (const source of sources) {
+        single.push(...(await translate(translator, [source])));
+      }
+      assert.deepEqual(single, expected);
+      const batched = [];
+      for (let start = 0; start < sources.length; start += 16) {
+        batched.push(...(await translate(translator, sources.slice(start, start + 16))));
+      }
+      assert.deepEqual(batched, expected);
+    });
+
+    test("NLLB: three target languages, one per call and one per text, give Python's translations", async () => {
+      // a copy with the languages kept as required inputs (graphgen bake --keep-languages)
+      const translator = await openTranslator(ort, `${fixtures}nllb-languages.onnx`);
+      assert.equal(rows.length, 72);
+      for (const target of new Set(rows.map((row) => row[1]))) {
+        const mine = rows.filter((row) => row[1] === target);
+        const got = await translate(translator, mine.map((row) => row[2]), { sourceLanguage: "eng_Latn", targetLanguage: target });
+        assert.deepEqual(got, mine.map((row) => row[3]));
+      }
+      const mixed = rows.filter((_, index) => index % 7 === 0);
+      const got = await translate(translator, mixed.map((row) => row[2]), {
+        sourceLanguage: "eng_Latn",
+        targetLanguage: mixed.map((row) => row[1]),
+      });
+      assert.deepEqual(got, mixed.map((row) => row[3]));
+    });
+
+    test("settings come from a baked copy; asking the default file for one is an error", async () => {
+      const greedy = await openTranslator(ort, `${fixtures}demo-en-zh-greedy.onnx`);
+      assert.deepEqual(await translate(greedy, sources.slice(0, 40)), await lines("expected-greedy.txt"));
+      const translator = await openTranslator(ort, `${fixtures}demo-en-zh.onnx`);
+      await assert.rejects(translate(translator, [sources[0]], { numBeams: 1 }), /graphgen bake --num-beams/);
+      await assert.rejects(translate(translator, [sources[0]], { targetLanguage: "x" }), /--keep-languages/);
+    });
+
+    test("a text over the model's limit: an error naming it, or cut by a copy baked with truncate", async () => {
+      const translator = await openTranslator(ort, `${fixtures}demo-en-zh.onnx`);
+      await assert.rejects(translate(translator, [longSource]), /longer than the model's limit of 512 tokens/);
+      const cutting = await openTranslator(ort, `${fixtures}demo-en-zh-truncate.onnx`);
+      assert.deepEqual(await translate(cutting, [longSource]), [longTranslation]);
+    });
+
+    test("empty input, an unknown language and a missing file", async () => {
+      const translator = await openTranslator(ort, `${fixtures}demo-en-zh.onnx`);
+      assert.deepEqual(await translate(translator, []), []);
+      assert.deepEqual(await translate(translator, [""]), [emptyTranslation]);
+      const nllb = await openTranslator(ort, `${fixtures}nllb-languages.onnx`);
+      const klingon = { sourceLanguage: "eng_Latn", targetLanguage: "xx_Klingon" };
+      await assert.rejects(translate(nllb, ["hi"], klingon), /unknown target_language/);
+      await assert.rejects(openTranslator(ort, `${fixtures}missing.onnx`), /not found/);
+    });
+  });
+}

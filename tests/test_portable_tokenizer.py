@@ -1,0 +1,190 @@
+"""The portable tokenizer (standard ONNX ops over UTF-8 bytes) against the HF tokenizers of every family.
+
+Ids and masks must equal HF's on the corpus strings and on 10,000 generated strings per tokenizer
+(every Unicode plane, combining marks, full-width forms, odd whitespace, control characters, emoji
+ZWJ sequences, 2,000-character lines, empty strings); bytes that are not UTF-8 follow one rule
+(``bytes.decode("utf-8", errors="replace")``, U+0000 dropped); the bytes detokenizer equals the
+string one, which equals ``batch_decode``. The graphs use no custom domain.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from conftest import DEMO_DIR, language_tokenizer
+from onnx import TensorProto, helper, numpy_helper
+from tokenizer_corpus import generated_strings, tokenizer_strings
+
+from custom_ops import GraphBuilder
+from custom_ops.builder import INT32, INT64, ML_DOMAIN, ML_OPSET, STRING
+from custom_ops.text import join_strings
+from custom_ops.unicode_data import CLASS_MASK, CONTROL, CR, EXTEND, LF, PREPEND, SPACING_MARK, ZWJ, grapheme_classes
+from custom_ops.utf8 import join_bytes
+from graphgen._assemble import make_model
+from graphgen._language_tokenizers import language_detokenizer_index, load_language_vocabulary
+from graphgen._mobile import ops_used
+from graphgen._portable_tokenizer import add_portable_tokenizer
+from graphgen._runtime import utf8_batch
+from graphgen._tokenizer_graphs import detokenizer_index, load_vocabulary
+
+STRINGS = tokenizer_strings() + generated_strings(10_000)
+TOKENIZERS = ("marian", "marian-separate", "NllbTokenizer", "M2M100Tokenizer", "MBart50Tokenizer", "T5Tokenizer")
+SOURCES = {"NllbTokenizer": "eng_Latn", "M2M100Tokenizer": "en", "MBart50Tokenizer": "en_XX"}
+MODEL_SIZE_EXTRA = 8  # output rows past the tokenizer's ids (M2M100's "made-up words")
+
+
+def _model(b: GraphBuilder, inputs: list) -> bytes:
+    tables = [numpy_helper.from_array(array, name) for name, array in b.derived_weights.items()]
+    graph = helper.make_graph(b.nodes, "t", inputs, b.outputs, initializer=[*b.constants, *tables])
+    return make_model(graph, {}, domains=[(ML_DOMAIN, ML_OPSET)]).SerializeToString()
+
+
+class Portable:
+    """A tokenizer-only and a detokenizer-only graph for one HF tokenizer, and the HF tokenizer."""
+
+    def __init__(self, name: str, directory: Path) -> None:
+        from transformers import MarianTokenizer
+
+        b = GraphBuilder("tok")
+        self.source = SOURCES.get(name)
+        if name.startswith("marian"):
+            self.hf = MarianTokenizer.from_pretrained(directory)
+            vocabulary = load_vocabulary(directory)
+            spec = vocabulary.portable_spec(self.hf.eos_token_id, self.hf.pad_token_id)
+            self.size = max(vocabulary.target_vocab.values()) + 1
+        else:
+            self.hf = language_tokenizer(directory, name)
+            language = load_language_vocabulary(directory)
+            spec = language.portable_spec()
+            self.size = max(language.piece_ids.values()) + 1 + MODEL_SIZE_EXTRA
+        source_ids = None
+        if self.source:
+            self.hf.src_lang = self.source
+            source_id = np.int64(language.languages[self.source])
+            source_ids = b.op("Expand", [b.const(source_id), b.op("Shape", ["text_utf8"], start=0, end=1)])
+        ids, mask, _ = add_portable_tokenizer(b, "text_utf8", spec, max_length=1 << 30, source_ids=source_ids)
+        b.output(ids, "input_ids", INT32, ["batch", "length"])
+        b.output(mask, "attention_mask", INT32, ["batch", "length"])
+        self.encoder_model = _model(b, [helper.make_tensor_value_info("text_utf8", TensorProto.UINT8, ["batch", "bytes"])])
+        self.encoder = ort.InferenceSession(self.encoder_model)
+        d = GraphBuilder("detok")
+        if name.startswith("marian"):
+            index, table, texts = detokenizer_index(d, "sequences", vocabulary)
+        else:
+            index, table, texts = language_detokenizer_index(d, "sequences", language, self.size)
+        d.output(join_strings(d, index, table), "translation", STRING, ["batch", "beams"])
+        utf8, lengths = join_bytes(d, index, [str(t) for t in texts], "id_to_text")
+        d.output(utf8, "translation_utf8", TensorProto.UINT8, ["batch", "beams", "bytes"])
+        d.output(lengths, "translation_lengths", INT64, ["batch", "beams"])
+        self.decoder = ort.InferenceSession(_model(d, [helper.make_tensor_value_info("sequences", INT32, ["b", "r", "n"])]))
+
+    def encode(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ids, mask = self.encoder.run(None, {"text_utf8": data})
+        return ids, mask
+
+    def expected(self, texts: list[str]) -> dict[str, np.ndarray]:
+        return self.hf(texts, padding=True, return_tensors="np")
+
+
+@pytest.fixture(scope="module", params=TOKENIZERS)
+def portable(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Portable:
+    if request.param == "marian":
+        return Portable("marian", DEMO_DIR)
+    if request.param == "marian-separate":
+        return Portable("marian", request.getfixturevalue("separate_vocab_dir"))
+    return Portable(request.param, tmp_path_factory.mktemp(request.param))
+
+
+def _mismatches(portable: Portable, texts: list[str], data: np.ndarray) -> list[str]:
+    ids, mask = portable.encode(data)
+    expected = portable.expected(texts)
+    if ids.shape == expected["input_ids"].shape and (ids == expected["input_ids"]).all():
+        assert (mask == expected["attention_mask"]).all()
+        return []
+    return [t for row, t in enumerate(texts) if ids[row][mask[row] == 1].tolist() != portable.hf(t).input_ids]
+
+
+def test_ids_equal_hf(portable: Portable) -> None:
+    """The corpus and 10,000 generated strings, in batches of 64; and every 13th string alone."""
+    assert len(STRINGS) >= 12_000
+    wrong: list[str] = []
+    for start in range(0, len(STRINGS), 64):
+        chunk = STRINGS[start : start + 64]
+        wrong += _mismatches(portable, chunk, utf8_batch(chunk))
+    for text in STRINGS[::13]:
+        wrong += _mismatches(portable, [text], utf8_batch([text]))
+    assert not wrong, f"{len(wrong)} strings differ from HF, e.g. {wrong[:3]!r}"
+
+
+def test_bytes_that_are_not_utf8(portable: Portable) -> None:
+    """Random bytes (biased towards UTF-8's lead and continuation bytes) tokenize as Python's
+    ``decode("utf-8", errors="replace")`` of them, zero bytes dropped; nothing crashes."""
+    rng = random.Random(5)
+    pool = [*range(256), *range(0x80, 0xC0), *(0xC2, 0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xC0)] * 1
+    blobs = [bytes(rng.choice(pool) for _ in range(rng.randint(0, 40))) for _ in range(1500)]
+    blobs += [b"\x00", b"a\x00b", b"\xff", b"\xe2\x82", b"caf\xc3", b"\xf0\x9f\x98\x80\xf0\x9f", b"\xed\xa0\x80x"]
+    wrong = []
+    for start in range(0, len(blobs), 50):
+        chunk = blobs[start : start + 50]
+        data = np.zeros((len(chunk), max(len(c) for c in chunk) + 3), dtype=np.uint8)  # zero padding too
+        for row, blob in enumerate(chunk):
+            data[row, : len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+        texts = [blob.decode("utf-8", errors="replace").replace("\0", "") for blob in chunk]
+        wrong += _mismatches(portable, texts, data)
+    assert not wrong, f"{len(wrong)} byte strings differ, e.g. {wrong[:3]!r}"
+
+
+def test_edge_batches(portable: Portable) -> None:
+    for texts in ([], [""], ["", "", ""], ["a", ""], ["\u3000\t\n"]):
+        data = utf8_batch(texts)
+        ids, mask = portable.encode(data)
+        if not texts:
+            assert ids.shape[0] == 0
+            continue
+        expected = portable.expected(texts)
+        np.testing.assert_array_equal(ids, expected["input_ids"])
+        np.testing.assert_array_equal(mask, expected["attention_mask"])
+
+
+def test_bytes_detokenizer_equals_strings_and_batch_decode(portable: Portable) -> None:
+    """Every id of the output layer once (in rows of 50), and random sequences."""
+    rng = np.random.default_rng(4)
+    whole = np.arange(portable.size, dtype=np.int32)
+    whole = np.pad(whole, (0, -len(whole) % 50)).reshape(-1, 1, 50)
+    cases = [whole, rng.integers(0, portable.size, size=(16, 3, 40)).astype(np.int32)]
+    for start in range(0, 320, 64):
+        ids = portable.expected(STRINGS[start : start + 64])["input_ids"].astype(np.int32)
+        cases.append(ids[:, None, :])
+    for sequences in cases:
+        texts, utf8, lengths = portable.decoder.run(None, {"sequences": sequences})
+        flat = sequences.reshape(-1, sequences.shape[-1]).tolist()
+        expected = portable.hf.batch_decode(flat, skip_special_tokens=True)
+        assert texts.reshape(-1).tolist() == expected
+        as_bytes = [bytes(row[:n]).decode("utf-8") for row, n in zip(utf8.reshape(-1, utf8.shape[-1]), lengths.reshape(-1), strict=True)]
+        assert as_bytes == expected
+        assert (utf8.reshape(-1, utf8.shape[-1])[np.arange(utf8.shape[-1])[None, :] >= lengths.reshape(-1, 1)] == 0).all()
+
+
+def test_only_standard_domains(portable: Portable) -> None:
+    from onnx import load_model_from_string
+
+    domains = {domain for domain, _ in ops_used(load_model_from_string(portable.encoder_model).graph)}
+    assert domains <= {"", "ai.onnx.ml"}, domains
+
+
+def test_grapheme_table_matches_installed_tokenizers() -> None:
+    """The committed table (custom_ops/grapheme_classes.npz) says what the installed ``tokenizers``
+    does where it can be observed (``python -m custom_ops.unicode_data`` writes it again)."""
+    from custom_ops.unicode_data import observed_joins
+
+    classes = grapheme_classes() & CLASS_MASK
+    seen = observed_joins()
+    np.testing.assert_array_equal(np.isin(classes, (EXTEND, ZWJ, SPACING_MARK)), seen["after"])
+    np.testing.assert_array_equal(classes == PREPEND, seen["before"])
+    bmp = np.arange(len(classes)) < 0x10000
+    bmp[0] = False
+    np.testing.assert_array_equal(np.isin(classes, (CONTROL, CR, LF))[bmp], seen["ends"][bmp])
