@@ -35,18 +35,24 @@ test: $(VENV)/.installed
 	$(MAKE) examples
 
 # The examples in other languages, each run by its own test runner against what the Python path
-# gives (fixtures from examples/fixtures.py): Java (Maven, JUnit), Node (node --test: onnxruntime-node
-# and onnxruntime-web), Rust (cargo test: the ort crate, ONNX Runtime loaded at run time).
+# gives (fixtures from examples/fixtures.py), all on the default file (tokenizer in standard ONNX
+# ops) with nothing but ONNX Runtime: Java (Maven, JUnit), Node (node --test: onnxruntime-node,
+# onnxruntime-web, and a page in headless Chromium), Rust (cargo test: the ort crate) and Go (go
+# test: onnxruntime_go), the last two on the ONNX Runtime library of the Python wheel.
 EXAMPLES := build/examples
-# The extensions library that the Java build unpacks from the Maven jar (the Rust example uses it too).
-ORTX_LIB := $(CURDIR)/examples/java/target/ortx/ai/onnxruntime/extensions/native/linux-x64/libonnxruntime_extensions4j_jni.so
+ORT_LIB = $$($(CURDIR)/$(PY) -c 'import onnxruntime, pathlib; print(next((pathlib.Path(onnxruntime.__file__).parent / "capi").glob("libonnxruntime.so.*")))')
+CHROMIUM ?= /usr/bin/chromium
 
-examples: $(VENV)/.installed
+examples: $(VENV)/.installed $(CHROMIUM)
 	$(PY) examples/fixtures.py $(EXAMPLES)
 	cd examples/java && mvn -B --no-transfer-progress test
-	cd examples/node && npm ci --ignore-scripts --no-audit --no-fund && npm test
-	cd examples/rust && ORT_LIBRARY="$$($(CURDIR)/$(PY) -c 'import onnxruntime, pathlib; print(next((pathlib.Path(onnxruntime.__file__).parent / "capi").glob("libonnxruntime.so.*")))')" \
-	  ORTX_LIBRARY=$(ORTX_LIB) GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES) cargo test --test demo
+	cd examples/node && npm ci --ignore-scripts --no-audit --no-fund && CHROMIUM=$(CHROMIUM) npm test
+	cd examples/rust && ORT_LIBRARY="$(ORT_LIB)" GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES) cargo test --test demo
+	cd examples/go && ORT_LIBRARY="$(ORT_LIB)" GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES) CGO_ENABLED=1 go test ./...
+
+# Debian's Chromium for the browser test (a fresh machine has none; root installs it).
+/usr/bin/chromium:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 
 $(VENV)/.bench-installed: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[export,dev,ray,bench]"

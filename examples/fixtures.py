@@ -6,6 +6,8 @@ Python path for them:
 
 * ``expected.txt``: ``graphgen.Translator`` output, one line per source (the Java, Rust, Go and
   JavaScript examples must give the same strings); ``empty.txt``: the translation of "";
+* ``demo-en-zh-extensions.onnx``: the file with ``--tokenizer extensions``, which the examples
+  (without onnxruntime-extensions) must refuse with a clear message;
 * ``demo-en-zh-greedy.onnx`` and ``expected-greedy.txt``: a copy baked with ``num_beams=1``
   (``graphgen bake``: how hosts that cannot feed optional inputs choose settings) and the greedy
   translations of the first 40 sources;
@@ -35,6 +37,8 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     text_model = out / "demo-en-zh.onnx"
     graphgen.export(str(DEMO), str(text_model), progress=lambda _: None)
+    # the other tokenizer kind, which the examples must refuse with a clear message
+    graphgen.export(str(DEMO), str(out / "demo-en-zh-extensions.onnx"), tokenizer="extensions", progress=lambda _: None)
     sources = [line.split("\t")[0] for line in (DEMO / "test.tsv").read_text(encoding="utf-8").splitlines()]
     (out / "sources.txt").write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
     translator = graphgen.Translator(text_model)

@@ -1,13 +1,14 @@
 //! Translate with a graphgen text-level ONNX file: strings in, strings out, one `session.run`.
 //!
-//! ONNX Runtime is loaded from a shared library at run time (`ort`'s `load-dynamic`), and the
-//! onnxruntime-extensions library (the file's SentencePiece op) is registered as an operator
-//! library. Both paths are the caller's: the libraries that ship with ONNX Runtime and
-//! onnxruntime-extensions releases (for example inside their Maven Central jars) work.
+//! ONNX Runtime is loaded from a shared library at run time (`ort`'s `load-dynamic`); its path is
+//! the caller's (the library inside the Python wheel or a release archive works). Nothing else is
+//! needed: the file's tokenizer is built from standard ONNX ops (`graphgen export`'s default,
+//! `--tokenizer onnx`). Texts go in as UTF-8 bytes (`text_utf8`, u8 `[batch, bytes]`, zero-padded),
+//! which a Rust `&str` already is.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use ort::environment::Environment;
 use ort::session::Session;
@@ -20,6 +21,8 @@ pub enum Error {
     NotFound { what: &'static str, path: PathBuf },
     /// ONNX Runtime refused (loading the library, the model, or a run).
     Runtime(String),
+    /// The file is not a text-level file with the portable tokenizer.
+    WrongKind(PathBuf),
 }
 
 impl fmt::Display for Error {
@@ -27,6 +30,13 @@ impl fmt::Display for Error {
         match self {
             Error::NotFound { what, path } => write!(f, "{what} not found: {}", path.display()),
             Error::Runtime(message) => write!(f, "ONNX Runtime: {message}"),
+            Error::WrongKind(path) => write!(
+                f,
+                "{} is not a text-level file with the portable tokenizer: export it with \
+                 `graphgen export MODEL -o FILE` (the default, --tokenizer onnx); a --tokenizer \
+                 extensions file needs onnxruntime-extensions",
+                path.display()
+            ),
         }
     }
 }
@@ -53,8 +63,6 @@ fn existing(path: &Path, what: &'static str) -> Result<(), Error> {
 /// ONNX Runtime is loaded once per process; later loads reuse it (whatever library they name).
 static RUNTIME: OnceLock<Result<Environment, String>> = OnceLock::new();
 
-static SESSION_CREATION: Mutex<()> = Mutex::new(());
-
 fn runtime(library: &Path) -> Result<&'static Environment, Error> {
     let loaded = RUNTIME.get_or_init(|| {
         let builder = ort::init_from(library).map_err(|e| e.to_string())?;
@@ -74,26 +82,29 @@ pub struct Translator {
 }
 
 impl Translator {
-    /// Load `model`, with ONNX Runtime from `runtime_library` (`libonnxruntime.so`) and the
-    /// extensions from `extensions_library`. The runtime is loaded once per process.
-    pub fn new(
-        model: &Path,
-        runtime_library: &Path,
-        extensions_library: &Path,
-    ) -> Result<Self, Error> {
+    /// Load `model` with ONNX Runtime from `runtime_library` (`libonnxruntime.so`). The runtime is
+    /// loaded once per process.
+    pub fn new(model: &Path, runtime_library: &Path) -> Result<Self, Error> {
         existing(model, "model file")?;
         existing(runtime_library, "ONNX Runtime library")?;
-        existing(extensions_library, "onnxruntime-extensions library")?;
         let environment = runtime(runtime_library)?;
-        // ONNX Runtime's registry of op domains is not safe against two sessions registering the
-        // extensions library at the same moment ("the domain is already exist"): one at a time.
-        let _one_at_a_time = SESSION_CREATION
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let session = Session::builder(environment)?
             .with_log_level(ort::logging::LogLevel::Error)?
-            .with_operator_library(extensions_library)?
-            .commit_from_file(model)?;
+            .commit_from_file(model)
+            .map_err(|error| {
+                if error.to_string().contains("ai.onnx.contrib") {
+                    Error::WrongKind(model.to_owned())
+                } else {
+                    Error::from(error)
+                }
+            })?;
+        if !session
+            .inputs()
+            .iter()
+            .any(|input| input.name() == "text_utf8")
+        {
+            return Err(Error::WrongKind(model.to_owned()));
+        }
         Ok(Translator { session })
     }
 
@@ -124,7 +135,7 @@ impl Translator {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let mut inputs = ort::inputs!["text" => strings(texts)?];
+        let mut inputs = ort::inputs!["text_utf8" => utf8(texts)?];
         if let Some((source, target)) = languages {
             inputs.push(("source_language".into(), strings(source)?.into()));
             inputs.push(("target_language".into(), strings(target)?.into()));
@@ -134,6 +145,16 @@ impl Translator {
         let returned = shape[1] as usize; // [batch, num_return_sequences]
         Ok(strings.into_iter().step_by(returned.max(1)).collect())
     }
+}
+
+/// The texts as the `text_utf8` input: one row of UTF-8 bytes per text, zero-padded to the longest.
+fn utf8(texts: &[&str]) -> Result<Tensor<u8>, Error> {
+    let width = texts.iter().map(|text| text.len()).max().unwrap_or(0);
+    let mut data = vec![0u8; texts.len() * width];
+    for (row, text) in texts.iter().enumerate() {
+        data[row * width..row * width + text.len()].copy_from_slice(text.as_bytes());
+    }
+    Ok(Tensor::from_array(([texts.len(), width], data))?)
 }
 
 fn strings(values: &[&str]) -> Result<Tensor<String>, Error> {

@@ -1,5 +1,5 @@
 //! `graphgen-translate MODEL < sentences.txt`: one sentence per line in, one translation per line out.
-//! The libraries come from `ORT_LIBRARY` and `ORTX_LIBRARY`.
+//! ONNX Runtime's shared library comes from `ORT_LIBRARY`.
 
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
@@ -9,22 +9,14 @@ use graphgen_translate::Translator;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let (Some(model), Ok(runtime), Ok(extensions)) = (
-        args.get(1),
-        std::env::var("ORT_LIBRARY"),
-        std::env::var("ORTX_LIBRARY"),
-    ) else {
-        eprintln!("usage: ORT_LIBRARY=libonnxruntime.so ORTX_LIBRARY=libortextensions.so graphgen-translate MODEL < input");
+    let (Some(model), Ok(runtime)) = (args.get(1), std::env::var("ORT_LIBRARY")) else {
+        eprintln!("usage: ORT_LIBRARY=libonnxruntime.so graphgen-translate MODEL < input");
         return ExitCode::from(2);
     };
     let lines: Vec<String> = io::stdin().lock().lines().map_while(Result::ok).collect();
     let texts: Vec<&str> = lines.iter().map(String::as_str).collect();
-    let result = Translator::new(
-        &PathBuf::from(model),
-        &PathBuf::from(runtime),
-        &PathBuf::from(extensions),
-    )
-    .and_then(|mut translator| translator.translate(&texts));
+    let result = Translator::new(&PathBuf::from(model), &PathBuf::from(runtime))
+        .and_then(|mut translator| translator.translate(&texts));
     match result {
         Ok(translations) => {
             let mut out = io::stdout().lock();

@@ -14,12 +14,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn translator() -> Translator {
-    Translator::new(
-        &fixture("demo-en-zh.onnx"),
-        &path("ORT_LIBRARY"),
-        &path("ORTX_LIBRARY"),
-    )
-    .expect("model loads")
+    Translator::new(&fixture("demo-en-zh.onnx"), &path("ORT_LIBRARY")).expect("model loads")
 }
 
 fn lines(name: &str) -> Vec<String> {
@@ -58,9 +53,9 @@ fn empty_batch_gives_nothing() {
 }
 
 #[test]
-fn missing_files_are_clear_errors() {
+fn missing_files_and_the_other_tokenizer_kind_are_clear_errors() {
     let missing = PathBuf::from("no/such/file");
-    let model = Translator::new(&missing, &path("ORT_LIBRARY"), &path("ORTX_LIBRARY"));
+    let model = Translator::new(&missing, &path("ORT_LIBRARY"));
     assert!(matches!(
         model,
         Err(Error::NotFound {
@@ -68,11 +63,28 @@ fn missing_files_are_clear_errors() {
             ..
         })
     ));
-    let extensions = Translator::new(&fixture("demo-en-zh.onnx"), &path("ORT_LIBRARY"), &missing);
+    let extensions = Translator::new(&fixture("demo-en-zh-extensions.onnx"), &path("ORT_LIBRARY"));
     let message = extensions.err().expect("refused").to_string();
+    assert!(message.contains("--tokenizer onnx"), "{message}");
+}
+
+#[test]
+fn a_long_source_is_an_error_naming_the_limit() {
+    let long = lines("long.txt");
+    let message = translator()
+        .translate(&[long[0].as_str()])
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(
-        message.contains("onnxruntime-extensions library not found"),
+        message.contains("longer than the model's limit of 512 tokens"),
         "{message}"
+    );
+    let mut truncating =
+        Translator::new(&fixture("demo-en-zh-truncate.onnx"), &path("ORT_LIBRARY")).unwrap();
+    assert_eq!(
+        truncating.translate(&[long[0].as_str()]).unwrap(),
+        vec![long[1].clone()]
     );
 }
 
@@ -92,12 +104,8 @@ fn nllb_languages_chosen_per_call_and_per_text() {
     let rows = language_rows();
     assert_eq!(rows.len(), 72);
     // The file as exported (its language inputs optional): Rust feeds them, no baked copy needed.
-    let mut translator = Translator::new(
-        &fixture("nllb.onnx"),
-        &path("ORT_LIBRARY"),
-        &path("ORTX_LIBRARY"),
-    )
-    .expect("model loads");
+    let mut translator =
+        Translator::new(&fixture("nllb.onnx"), &path("ORT_LIBRARY")).expect("model loads");
     for group in rows.chunks(24) {
         let texts: Vec<&str> = group.iter().map(|row| row[2].as_str()).collect();
         let want: Vec<&str> = group.iter().map(|row| row[3].as_str()).collect();

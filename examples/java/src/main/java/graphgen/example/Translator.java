@@ -1,11 +1,13 @@
 package graphgen.example;
 
+import ai.onnxruntime.OnnxJavaType;
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtException;
 import ai.onnxruntime.OrtLoggingLevel;
 import ai.onnxruntime.OrtSession;
-import ai.onnxruntime.extensions.OrtxPackage;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -17,35 +19,38 @@ import java.util.Set;
 /**
  * A graphgen text-level file, loaded once: strings in, translations out, one {@code session.run}.
  *
- * <p>The tokenizer, the search and the detokenizer are all inside the file; the only extra piece is
- * the onnxruntime-extensions library (its SentencePiece op), which the Maven artifact ships. A
+ * <p>The tokenizer, the search and the detokenizer are all inside the file, in standard ONNX ops
+ * ({@code graphgen export}'s default, {@code --tokenizer onnx}): ONNX Runtime is the only dependency.
+ * The texts go in as UTF-8 bytes ({@code text_utf8}: uint8 {@code [batch, bytes]}, zero-padded). A
  * session may be used from several threads at once.
  */
 public final class Translator implements AutoCloseable {
+  private static final String TEXT_UTF8 = "text_utf8";
   private static final String SOURCE_LANGUAGE = "source_language";
   private static final String TARGET_LANGUAGE = "target_language";
   private final OrtEnvironment env = OrtEnvironment.getEnvironment();
   private final OrtSession session;
 
-  /** Loads {@code model} with the extensions library from the onnxruntime-extensions artifact. */
+  /** Loads {@code model}, a text-level file written by {@code graphgen export}. */
   public Translator(Path model) throws OrtException {
-    this(model, Path.of(OrtxPackage.getLibraryPath()));
-  }
-
-  /** Loads {@code model} with the extensions library at {@code extensionsLibrary}. */
-  public Translator(Path model, Path extensionsLibrary) throws OrtException {
     if (!Files.isRegularFile(model)) {
       throw new IllegalArgumentException("model file not found: " + model);
     }
-    if (!Files.isRegularFile(extensionsLibrary)) {
-      throw new IllegalArgumentException(
-          "onnxruntime-extensions library not found: " + extensionsLibrary
-              + " (the text-level file needs it for its SentencePiece op)");
-    }
+    String wrongKind =
+        model + " is not a text-level file with the portable tokenizer: export it with `graphgen export MODEL -o"
+            + " FILE` (the default, --tokenizer onnx); a --tokenizer extensions file needs onnxruntime-extensions";
     try (OrtSession.SessionOptions options = new OrtSession.SessionOptions()) {
       options.setSessionLogLevel(OrtLoggingLevel.ORT_LOGGING_LEVEL_ERROR); // not the notice per optional input
-      options.registerCustomOpLibrary(extensionsLibrary.toString());
       session = env.createSession(model.toString(), options);
+    } catch (OrtException error) {
+      if (String.valueOf(error.getMessage()).contains("ai.onnx.contrib")) {
+        throw new IllegalArgumentException(wrongKind, error);
+      }
+      throw error;
+    }
+    if (!session.getInputNames().contains(TEXT_UTF8)) {
+      session.close();
+      throw new IllegalArgumentException(wrongKind);
     }
   }
 
@@ -89,7 +94,7 @@ public final class Translator implements AutoCloseable {
     }
     Map<String, OnnxTensor> feeds = new HashMap<>();
     try {
-      feeds.put("text", strings(texts));
+      feeds.put(TEXT_UTF8, utf8(texts));
       for (var language : languages.entrySet()) {
         feeds.put(language.getKey(), strings(language.getValue()));
       }
@@ -107,6 +112,23 @@ public final class Translator implements AutoCloseable {
         tensor.close();
       }
     }
+  }
+
+  /** The texts as UTF-8 rows of one width, zero-padded: the {@code text_utf8} input. */
+  private OnnxTensor utf8(List<String> texts) throws OrtException {
+    List<byte[]> rows = new ArrayList<>(texts.size());
+    int width = 0;
+    for (String text : texts) {
+      byte[] row = text.getBytes(StandardCharsets.UTF_8); // Java writes a lone surrogate as '?'
+      rows.add(row);
+      width = Math.max(width, row.length);
+    }
+    ByteBuffer data = ByteBuffer.allocateDirect(rows.size() * width);
+    for (byte[] row : rows) {
+      data.put(row).put(new byte[width - row.length]);
+    }
+    data.rewind();
+    return OnnxTensor.createTensor(env, data, new long[] {rows.size(), width}, OnnxJavaType.UINT8);
   }
 
   private OnnxTensor strings(List<String> values) throws OrtException {

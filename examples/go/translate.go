@@ -1,0 +1,166 @@
+// Package translate runs a graphgen text-level file from Go: strings in, strings out, one run.
+//
+// The binding is github.com/yalue/onnxruntime_go (cgo); ONNX Runtime itself is a shared library
+// loaded at run time (the one inside the onnxruntime Python wheel works). Nothing else is needed:
+// the file's tokenizer is built from standard ONNX ops (graphgen export's default, --tokenizer
+// onnx). Texts go in as UTF-8 bytes (text_utf8, uint8 [batch, bytes], zero-padded), which a Go
+// string already is, and translations come back as bytes (translation_utf8, translation_lengths).
+package translate
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+var (
+	initOnce sync.Once
+	initErr  error
+)
+
+// Init loads ONNX Runtime from library (libonnxruntime.so); later calls reuse the first load.
+func Init(library string) error {
+	initOnce.Do(func() {
+		if _, err := os.Stat(library); err != nil {
+			initErr = fmt.Errorf("ONNX Runtime library not found: %s", library)
+			return
+		}
+		ort.SetSharedLibraryPath(library)
+		initErr = ort.InitializeEnvironment(ort.WithLogLevelError())
+	})
+	return initErr
+}
+
+// Translator is a loaded file. Languages reports whether it was opened with language inputs.
+type Translator struct {
+	session   *ort.DynamicAdvancedSession
+	Languages bool
+}
+
+// ErrWrongKind: the file is not a text-level file with the portable tokenizer.
+var ErrWrongKind = errors.New("not a text-level file with the portable tokenizer: export it with " +
+	"`graphgen export MODEL -o FILE` (the default, --tokenizer onnx); a --tokenizer extensions file " +
+	"needs onnxruntime-extensions")
+
+// Open loads model. With languages, source_language and target_language are inputs of every run
+// (NLLB, M2M100 and mBART-50 files: the C API feeds a file's optional inputs, no baked copy needed).
+func Open(model string, languages bool) (*Translator, error) {
+	if _, err := os.Stat(model); err != nil {
+		return nil, fmt.Errorf("model file not found: %s", model)
+	}
+	inputs, _, err := ort.GetInputOutputInfo(model)
+	if err != nil {
+		if strings.Contains(err.Error(), "ai.onnx.contrib") {
+			return nil, fmt.Errorf("%s: %w", model, ErrWrongKind)
+		}
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, input := range inputs {
+		names[input.Name] = true
+	}
+	if !names["text_utf8"] {
+		return nil, fmt.Errorf("%s: %w", model, ErrWrongKind)
+	}
+	wanted := []string{"text_utf8"}
+	if languages {
+		wanted = append(wanted, "source_language", "target_language")
+	}
+	session, err := ort.NewDynamicAdvancedSession(model, wanted,
+		[]string{"translation_utf8", "translation_lengths"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Translator{session: session, Languages: languages}, nil
+}
+
+// Close frees the session.
+func (t *Translator) Close() error { return t.session.Destroy() }
+
+// Translate gives one translation per text (the best hypothesis), in order.
+func (t *Translator) Translate(texts []string) ([]string, error) {
+	if t.Languages {
+		return nil, errors.New("this translator was opened with language inputs: use TranslateLanguages")
+	}
+	return t.run(texts, nil, nil)
+}
+
+// TranslateLanguages is Translate with the languages chosen for this call: one code for every text,
+// or one per text, spelled as the model's tokenizer spells them (eng_Latn, fr_XX, ...).
+func (t *Translator) TranslateLanguages(texts, sources, targets []string) ([]string, error) {
+	if !t.Languages {
+		return nil, errors.New("open the file with languages=true to choose languages per call")
+	}
+	for _, codes := range [][]string{sources, targets} {
+		if len(codes) != 1 && len(codes) != len(texts) {
+			return nil, fmt.Errorf("give one language code, or one per text (%d); got %d", len(texts), len(codes))
+		}
+	}
+	return t.run(texts, sources, targets)
+}
+
+func stringTensor(values []string) (*ort.StringTensor, error) {
+	tensor, err := ort.NewStringTensor(ort.NewShape(int64(len(values))))
+	if err != nil {
+		return nil, err
+	}
+	if err := tensor.SetContents(values); err != nil {
+		tensor.Destroy()
+		return nil, err
+	}
+	return tensor, nil
+}
+
+func (t *Translator) run(texts, sources, targets []string) ([]string, error) {
+	if len(texts) == 0 {
+		return []string{}, nil
+	}
+	width := 0
+	for _, text := range texts {
+		width = max(width, len(text))
+	}
+	data := make([]uint8, len(texts)*width)
+	for row, text := range texts {
+		copy(data[row*width:], text)
+	}
+	if width == 0 { // ONNX Runtime refuses an empty buffer: give it one zero byte of padding
+		width, data = 1, make([]uint8, len(texts))
+	}
+	bytes, err := ort.NewTensor(ort.NewShape(int64(len(texts)), int64(width)), data)
+	if err != nil {
+		return nil, err
+	}
+	defer bytes.Destroy()
+	inputs := []ort.Value{bytes}
+	if t.Languages {
+		for _, codes := range [][]string{sources, targets} {
+			tensor, err := stringTensor(codes)
+			if err != nil {
+				return nil, err
+			}
+			defer tensor.Destroy()
+			inputs = append(inputs, tensor)
+		}
+	}
+	outputs := []ort.Value{nil, nil} // allocated by ONNX Runtime: their shapes depend on the run
+	if err := t.session.Run(inputs, outputs); err != nil {
+		return nil, err
+	}
+	defer outputs[0].Destroy()
+	defer outputs[1].Destroy()
+	utf8 := outputs[0].(*ort.Tensor[uint8])
+	lengths := outputs[1].(*ort.Tensor[int64]).GetData()
+	shape := utf8.GetShape() // [batch, num_return_sequences, bytes]
+	returned, size := int(shape[1]), int(shape[2])
+	all := utf8.GetData()
+	out := make([]string, len(texts))
+	for row := range out {
+		at := row * returned // the best hypothesis of each text
+		out[row] = string(all[at*size : at*size+int(lengths[at])])
+	}
+	return out, nil
+}

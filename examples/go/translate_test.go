@@ -1,0 +1,146 @@
+package translate
+
+// The demo test set and the NLLB fixture through the portable file: the same strings as graphgen's
+// Python path. ORT_LIBRARY names libonnxruntime.so and GRAPHGEN_FIXTURES the folder that
+// examples/fixtures.py wrote (`make examples` sets both).
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func fixture(t *testing.T, name string) string {
+	t.Helper()
+	folder := os.Getenv("GRAPHGEN_FIXTURES")
+	if folder == "" {
+		t.Fatal("set GRAPHGEN_FIXTURES")
+	}
+	return filepath.Join(folder, name)
+}
+
+func lines(t *testing.T, name string) []string {
+	t.Helper()
+	data, err := os.ReadFile(fixture(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+}
+
+func open(t *testing.T, name string, languages bool) *Translator {
+	t.Helper()
+	if err := Init(os.Getenv("ORT_LIBRARY")); err != nil {
+		t.Fatal(err)
+	}
+	translator, err := Open(fixture(t, name), languages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { translator.Close() })
+	return translator
+}
+
+func equal(t *testing.T, got, want []string, what string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d translations, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: row %d is %q, want %q", what, i, got[i], want[i])
+		}
+	}
+}
+
+func TestDemoSentencesOneAtATimeAndInBatchesOf16(t *testing.T) {
+	translator := open(t, "demo-en-zh.onnx", false)
+	sources, expected := lines(t, "sources.txt"), lines(t, "expected.txt")
+	if len(sources) != 300 || len(expected) != 300 {
+		t.Fatalf("fixtures: %d sources, %d translations", len(sources), len(expected))
+	}
+	var single, batched []string
+	for _, source := range sources {
+		got, err := translator.Translate([]string{source})
+		if err != nil {
+			t.Fatal(err)
+		}
+		single = append(single, got...)
+	}
+	equal(t, single, expected, "one at a time")
+	for start := 0; start < len(sources); start += 16 {
+		got, err := translator.Translate(sources[start:min(start+16, len(sources))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		batched = append(batched, got...)
+	}
+	equal(t, batched, expected, "batches of 16")
+}
+
+func TestNLLBLanguagesPerCallAndPerText(t *testing.T) {
+	translator := open(t, "nllb.onnx", true) // the file as exported: Go feeds its optional inputs
+	var rows [][]string
+	for _, line := range lines(t, "languages.tsv") {
+		rows = append(rows, strings.Split(line, "\t"))
+	}
+	if len(rows) != 72 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for start := 0; start < 72; start += 24 {
+		group := rows[start : start+24]
+		var texts, want []string
+		for _, row := range group {
+			texts, want = append(texts, row[2]), append(want, row[3])
+		}
+		got, err := translator.TranslateLanguages(texts, []string{group[0][0]}, []string{group[0][1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, got, want, "target "+group[0][1])
+	}
+	var texts, targets, want []string
+	for i := 0; i < 8; i++ {
+		row := rows[(i%3)*24+i]
+		texts, targets, want = append(texts, row[2]), append(targets, row[1]), append(want, row[3])
+	}
+	got, err := translator.TranslateLanguages(texts, []string{"eng_Latn"}, targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, got, want, "a target per text")
+	if _, err := translator.TranslateLanguages([]string{"Hello."}, []string{"eng_Latn"}, []string{"xx_Nope"}); err == nil ||
+		!strings.Contains(err.Error(), "unknown target_language") {
+		t.Fatalf("an unknown code: %v", err)
+	}
+}
+
+func TestLongSourceEmptyBatchAndWrongFiles(t *testing.T) {
+	translator := open(t, "demo-en-zh.onnx", false)
+	long := lines(t, "long.txt")
+	if _, err := translator.Translate(long[:1]); err == nil || !strings.Contains(err.Error(), "longer than the model's limit of 512 tokens") {
+		t.Fatalf("a long source: %v", err)
+	}
+	cutting := open(t, "demo-en-zh-truncate.onnx", false)
+	got, err := cutting.Translate(long[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, got, long[1:2], "truncated")
+	if got, err := translator.Translate(nil); err != nil || len(got) != 0 {
+		t.Fatalf("an empty batch: %v %v", got, err)
+	}
+	empty, err := translator.Translate([]string{""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, empty, lines(t, "empty.txt"), "an empty text")
+	if _, err := Open(fixture(t, "missing.onnx"), false); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("a missing file: %v", err)
+	}
+	if _, err := Open(fixture(t, "demo-en-zh-extensions.onnx"), false); !errors.Is(err, ErrWrongKind) {
+		t.Fatalf("the extensions file: %v", err)
+	}
+}
