@@ -136,7 +136,9 @@ class GraphBuilder:
             unique.append(name if name in produced and name not in unique else sub.op("Identity", [name]))
         outputs = unique
         kinds = [BOOL, *(kind for _, kind in carried), *(kind for _, kind in scans)]
-        sub.outputs = [helper.make_tensor_value_info(name, kind, None) for name, kind in zip(outputs, kinds, strict=True)]
+        sub.outputs = [
+            helper.make_tensor_value_info(name, kind, None) for name, kind in zip(outputs, kinds, strict=True)
+        ]
         self.derived_weights.update(sub.derived_weights)
         self.weights_used |= sub.weights_used
         results = [self.fresh(f"{hint}_out") for _ in range(len(carried) + len(scans))]

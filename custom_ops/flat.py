@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from onnx import numpy_helper
 
 from .builder import BOOL, INT64, GraphBuilder, i64
 
@@ -82,7 +83,7 @@ def from_flags(b: GraphBuilder, flags: str) -> Segments:
 def from_splits(b: GraphBuilder, splits: str, total: str) -> Segments:
     """Segments from ``splits`` (int64 ``[S + 1]``) over ``total`` (int64 ``[1]``) elements."""
     inner = b.op("Slice", [splits, b.const(i64(1)), b.const(i64(-1))])
-    marks = b.op("ConstantOfShape", [b.add(total, b.const(i64(1)))], value=_int64(0))
+    marks = zeros(b, b.add(total, b.const(i64(1))))
     ones = b.op("Expand", [b.const(np.int64(1)), b.op("Shape", [inner])])
     marks = b.op("ScatterElements", [marks, inner, ones], reduction="add")
     seg = b.op("CumSum", [b.op("Slice", [marks, b.const(i64(0)), total]), b.const(np.int64(0))])
@@ -114,30 +115,17 @@ def splits_from_counts(b: GraphBuilder, per_segment: str) -> str:
     return b.op("Concat", [b.const(i64(0)), b.op("CumSum", [per_segment, b.const(np.int64(0))])], axis=0)
 
 
-def count_per_segment(b: GraphBuilder, segments: Segments, flags: str) -> str:
-    """int64 ``[S]``: how many elements of each segment have ``flags`` (bool ``[T]``) set."""
-    return sum_per_segment(b, segments, b.op("Cast", [flags], to=INT64))
-
-
 def sum_per_segment(b: GraphBuilder, segments: Segments, values: str) -> str:
     """int64 ``[S]``: the sum of ``values`` (int64 ``[T]``) over each segment."""
     number = b.op("Sub", [b.op("Shape", [segments.splits]), b.const(i64(1))])
-    zero = b.op("ConstantOfShape", [number], value=_int64(0))
-    return b.op("ScatterElements", [zero, segments.seg, values], reduction="add")
+    return b.op("ScatterElements", [zeros(b, number), segments.seg, values], reduction="add")
 
 
 def compact(b: GraphBuilder, segments: Segments, keep: str, values: list[str]) -> tuple[Segments, list[str]]:
     """Drop the elements where ``keep`` is false; segments keep their identity (and may become empty)."""
     kept = [b.op("Compress", [value, keep], axis=0) for value in values]
-    splits = splits_from_counts(b, count_per_segment(b, segments, keep))
+    splits = splits_from_counts(b, sum_per_segment(b, segments, b.op("Cast", [keep], to=INT64)))
     return from_splits(b, splits, size(b, kept[0]) if kept else b.const(i64(0))), kept
-
-
-def compact_seg(b: GraphBuilder, segments: Segments, keep: str) -> Segments:
-    """Only the new segments of ``compact`` (when the values are compacted separately)."""
-    splits = splits_from_counts(b, count_per_segment(b, segments, keep))
-    total = b.op("ReduceSum", [b.op("Cast", [keep], to=INT64)], keepdims=1)
-    return from_splits(b, splits, total)
 
 
 def expand(b: GraphBuilder, repeat: str) -> tuple[str, str]:
@@ -148,11 +136,13 @@ def expand(b: GraphBuilder, repeat: str) -> tuple[str, str]:
     total = b.op("ReduceSum", [repeat], keepdims=1)
     used = b.op("Greater", [repeat, b.const(np.int64(0))])
     sources = b.op("Compress", [positions(b, repeat), used], axis=0)
-    marks = b.op("ConstantOfShape", [b.add(total, b.const(i64(1)))], value=_int64(0))
+    marks = zeros(b, b.add(total, b.const(i64(1))))
     at = b.op("Gather", [begins, sources])
     marks = b.op("ScatterElements", [marks, at, b.op("Expand", [b.const(np.int64(1)), b.op("Shape", [at])])])
-    rank = b.op("Sub", [b.op("CumSum", [b.op("Slice", [marks, b.const(i64(0)), total]), b.const(np.int64(0))]),
-                        b.const(np.int64(1))])
+    rank = b.op(
+        "Sub",
+        [b.op("CumSum", [b.op("Slice", [marks, b.const(i64(0)), total]), b.const(np.int64(0))]), b.const(np.int64(1))],
+    )
     source = b.op("Gather", [b.op("Concat", [sources, b.const(i64(0))], axis=0), rank])
     k = b.op("Sub", [arange(b, total), b.op("Gather", [b.op("Concat", [begins, b.const(i64(0))], axis=0), source])])
     return source, k
@@ -180,11 +170,6 @@ def to_padded(b: GraphBuilder, values: str, segments: Segments, fill: np.generic
     return b.op("Reshape", [padded, b.op("Concat", [number, width], axis=0)], allowzero=1), index
 
 
-def from_padded(b: GraphBuilder, padded: str, index: str) -> str:
-    """The flat elements back from a ``to_padded`` layout (or one of the same shape)."""
-    return b.op("Gather", [b.op("Reshape", [padded, b.const(i64(-1))]), index])
-
-
 def last_where(b: GraphBuilder, flags: str) -> str:
     """int64 ``[T]``: the largest position ``p ≤ t`` with ``flags[p]``, or -1 (``flags`` bool ``[T]``)."""
     rank = b.op("CumSum", [b.op("Cast", [flags], to=INT64), b.const(np.int64(0))])
@@ -193,43 +178,44 @@ def last_where(b: GraphBuilder, flags: str) -> str:
     return b.op("Gather", [table, rank])
 
 
-def any_true(b: GraphBuilder, flags: str) -> str:
-    """bool scalar: whether any of ``flags`` (bool, any shape) is true (false when empty)."""
-    as_int = b.op("Cast", [b.op("Reshape", [flags, b.const(i64(-1))])], to=INT64)
-    total = b.op("ReduceSum", [as_int], keepdims=0)
-    return b.op("Greater", [total, b.const(np.int64(0))])
+def zeros(b: GraphBuilder, count: str) -> str:
+    """int64 zeros, ``count`` (int64 ``[1]``) of them."""
+    return b.op("ConstantOfShape", [count], value=numpy_helper.from_array(np.zeros(1, dtype=np.int64)))
 
 
-def _int64(value: int):
-    from onnx import numpy_helper
-
-    return numpy_helper.from_array(np.array([value], dtype=np.int64))
+def next_where(b: GraphBuilder, flags: str) -> str:
+    """int64 ``[T]``: the smallest position ``p ≥ t`` with ``flags[p]``, or T (``last_where`` reversed)."""
+    backwards = b.const(i64(np.iinfo(np.int64).min))
+    reversed_flags = b.op("Slice", [flags, b.const(i64(-1)), backwards, b.const(i64(0)), b.const(i64(-1))])
+    last = last_where(b, reversed_flags)
+    back = b.op("Slice", [last, b.const(i64(-1)), backwards, b.const(i64(0)), b.const(i64(-1))])
+    total = b.op("Shape", [flags])
+    found = b.op("Sub", [b.op("Sub", [total, b.const(np.int64(1))]), back])
+    return b.op("Where", [b.op("Less", [back, b.const(np.int64(0))]), total, found])
 
 
 __all__ = [
     "BOOL",
     "Segments",
-    "any_true",
     "arange",
     "compact",
-    "compact_seg",
-    "count_per_segment",
     "counts",
     "expand",
     "first_index",
     "from_flags",
-    "from_padded",
     "from_splits",
     "index_in_segment",
     "insert_before",
     "last_where",
     "neighbour",
+    "next_where",
     "positions",
     "same_segment",
     "shift",
     "size",
     "splits_from_counts",
-    "sum_per_segment",
     "starts",
+    "sum_per_segment",
     "to_padded",
+    "zeros",
 ]

@@ -24,7 +24,6 @@ import numpy as np
 from .builder import BOOL, INT32, INT64, GraphBuilder, i64
 from .flat import (
     Segments,
-    sum_per_segment,
     expand,
     from_flags,
     from_splits,
@@ -36,6 +35,7 @@ from .flat import (
     size,
     splits_from_counts,
     starts,
+    sum_per_segment,
 )
 from .unicode_data import (
     CLASS_MASK,
@@ -60,40 +60,6 @@ from .unicode_data import (
     grapheme_classes,
     to_blocks,
 )
-
-
-def read_charsmap(blob: bytes) -> dict[str, str]:
-    """The rules of a SentencePiece ``precompiled_charsmap``: ``[u32 trie size][darts-clone double
-    array][NUL-terminated outputs]``, each key of the trie a UTF-8 input, its value an output offset.
-    The trie is walked breadth first, every possible next byte of a whole level at once."""
-    if not blob:
-        return {}
-    (size_,) = struct.unpack_from("<I", blob, 0)
-    units = np.frombuffer(blob, dtype="<u4", count=size_ // 4, offset=4).astype(np.int64)
-    outputs = blob[4 + size_ :]
-
-    def offset(unit: np.ndarray) -> np.ndarray:
-        return (unit >> 10) << ((unit & (1 << 9)) >> 6)
-
-    rules: dict[str, str] = {}
-    labels = np.arange(1, 256, dtype=np.int64)
-    nodes = np.array([offset(units[0])], dtype=np.int64)
-    keys = [b""]
-    while len(nodes):
-        child = nodes[:, None] ^ labels[None, :]
-        valid = child < len(units)
-        unit = units[np.where(valid, child, 0)]
-        valid &= (unit & ((1 << 31) | 0xFF)) == labels[None, :]
-        parent, byte = np.nonzero(valid)
-        unit = unit[parent, byte]
-        below = child[parent, byte] ^ offset(unit)
-        spelled = [keys[p] + bytes([b + 1]) for p, b in zip(parent.tolist(), byte.tolist(), strict=True)]
-        for key, leaf, at in zip(spelled, ((unit >> 8) & 1).tolist(), below.tolist(), strict=True):
-            if leaf:
-                start = int(units[at]) & ((1 << 31) - 1)
-                rules[key.decode("utf-8")] = outputs[start : outputs.index(b"\0", start)].decode("utf-8")
-        nodes, keys = below, spelled
-    return rules
 
 
 def _offset(unit: np.ndarray) -> np.ndarray:
@@ -170,7 +136,19 @@ def grapheme_breaks(b: GraphBuilder, codes: str, segments: Segments) -> str:
     """bool ``[T]``: whether an extended grapheme cluster (UAX #29, as the installed ``tokenizers``
     sees it) starts at each code point; every segment start is one."""
     index, blocks = to_blocks(grapheme_classes())
-    block = b.op("Cast", [b.op("Gather", [b.derived("grapheme_block_index", index.astype(np.int32)), b.op("Div", [codes, b.const(np.int64(256))])])], to=INT64)
+    block = b.op(
+        "Cast",
+        [
+            b.op(
+                "Gather",
+                [
+                    b.derived("grapheme_block_index", index.astype(np.int32)),
+                    b.op("Div", [codes, b.const(np.int64(256))]),
+                ],
+            )
+        ],
+        to=INT64,
+    )
     entry = b.add(b.mul(block, b.const(np.int64(256))), b.op("Mod", [codes, b.const(np.int64(256))]))
     props = b.op("Cast", [b.op("Gather", [b.derived("grapheme_blocks", blocks.reshape(-1)), entry])], to=INT64)
     klass = b.op("Mod", [props, b.const(np.int64(CLASS_MASK + 1))])
@@ -250,7 +228,10 @@ def _utf8_length(b: GraphBuilder, codes: str) -> str:
 
 def _remaining(b: GraphBuilder, segments: Segments, values: str) -> str:
     """int64 ``[T]``: elements from each one to the end of its segment."""
-    end = b.op("Gather", [b.op("Slice", [segments.splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))]), segments.seg])
+    end = b.op(
+        "Gather",
+        [b.op("Slice", [segments.splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))]), segments.seg],
+    )
     return b.op("Sub", [end, positions(b, values)])
 
 
@@ -288,7 +269,9 @@ def _walk(b: GraphBuilder, charsmap: Charsmap, utf8: _Utf8, begin: str, limit: s
     end = b.op("Shape", [utf8.data])
     root = b.op("Expand", [b.const(np.int64(_offset(charsmap.units[0]))), b.op("Shape", [begin])])
     alive = b.op("Expand", [b.const(np.array(True)), b.op("Shape", [begin])])
-    trips = b.op("Max", [b.op("ReduceMax", [b.op("Concat", [limit, b.const(i64(0))], axis=0)], keepdims=0), b.const(np.int64(1))])
+    trips = b.op(
+        "Max", [b.op("ReduceMax", [b.op("Concat", [limit, b.const(i64(0))], axis=0)], keepdims=0), b.const(np.int64(1))]
+    )
 
     def body(g: GraphBuilder, d: str, state: list[str]) -> tuple[str, list[str], list[tuple[str, int]]]:
         node, going = state
@@ -297,11 +280,16 @@ def _walk(b: GraphBuilder, charsmap: Charsmap, utf8: _Utf8, begin: str, limit: s
         at = g.op("BitwiseXor", [node, byte])
         unit = g.op("Cast", [g.op("Gather", [units, g.op("Min", [at, g.const(np.int64(count - 1))])])], to=INT64)
         label = g.op("BitwiseAnd", [unit, g.const(np.int64((1 << 31) | 0xFF))])
-        ok = g.op("And", [inside, g.op("And", [g.op("Less", [at, g.const(np.int64(count))]), g.op("Equal", [label, byte])])])
+        ok = g.op(
+            "And", [inside, g.op("And", [g.op("Less", [at, g.const(np.int64(count))]), g.op("Equal", [label, byte])])]
+        )
         high = g.op("Div", [unit, g.const(np.int64(1024))])
         wide = g.op("Equal", [g.op("BitwiseAnd", [unit, g.const(np.int64(1 << 9))]), g.const(np.int64(1 << 9))])
         below = g.op("BitwiseXor", [at, g.op("Where", [wide, g.mul(high, g.const(np.int64(256))), high])])
-        leaf = g.op("And", [ok, g.op("Equal", [g.op("BitwiseAnd", [unit, g.const(np.int64(1 << 8))]), g.const(np.int64(1 << 8))])])
+        leaf = g.op(
+            "And",
+            [ok, g.op("Equal", [g.op("BitwiseAnd", [unit, g.const(np.int64(1 << 8))]), g.const(np.int64(1 << 8))])],
+        )
         stored = g.op("Cast", [g.op("Gather", [units, g.op("Min", [below, g.const(np.int64(count - 1))])])], to=INT64)
         value = g.op("BitwiseAnd", [stored, g.const(np.int64((1 << 31) - 1))])
         found = g.op("Where", [leaf, value, g.const(np.int64(-1))])
@@ -328,9 +316,28 @@ def longest_units(b: GraphBuilder, charsmap: Charsmap, codes: str, segments: Seg
     found = _walk(b, charsmap, utf8, utf8.first, _bytes_to(b, utf8, last_of_segment))
     matched = b.op("GreaterOrEqual", [found, b.const(np.int64(0))])
     steps = b.op("Shape", [found], start=1, end=2)
-    key_bytes = b.op("Mul", [b.op("Cast", [matched], to=INT64), b.op("Range", [b.const(np.int64(1)), b.add(b.op("Squeeze", [steps]), b.const(np.int64(1))), b.const(np.int64(1))])])
+    key_bytes = b.op(
+        "Mul",
+        [
+            b.op("Cast", [matched], to=INT64),
+            b.op(
+                "Range",
+                [b.const(np.int64(1)), b.add(b.op("Squeeze", [steps]), b.const(np.int64(1))), b.const(np.int64(1))],
+            ),
+        ],
+    )
     longest = b.op("ReduceMax", [key_bytes, b.const(i64(1))], keepdims=0)
-    value = b.op("GatherElements", [found, b.op("Unsqueeze", [b.op("Max", [b.op("Sub", [longest, b.const(np.int64(1))]), b.const(np.int64(0))]), b.const(i64(1))])], axis=1)
+    value = b.op(
+        "GatherElements",
+        [
+            found,
+            b.op(
+                "Unsqueeze",
+                [b.op("Max", [b.op("Sub", [longest, b.const(np.int64(1))]), b.const(np.int64(0))]), b.const(i64(1))],
+            ),
+        ],
+        axis=1,
+    )
     has = b.op("Greater", [longest, b.const(np.int64(0))])
     value = b.op("Where", [has, b.op("Squeeze", [value, b.const(i64(1))]), b.const(np.int64(-1))])
     # the rule's length in code points: from this one to the owner of its last byte
@@ -352,10 +359,14 @@ def longest_units(b: GraphBuilder, charsmap: Charsmap, codes: str, segments: Seg
             covered = g.op("Or", [covered, g.op("And", [shift(g, reaches, -d, np.bool_(False)), reach[d - 1]])])
         fresh = g.op("Not", [covered])
         changed = g.op("Not", [g.op("Equal", [fresh, scan])])
-        go_on = g.op("Greater", [g.op("ReduceSum", [g.op("Cast", [changed], to=INT64)], keepdims=0), g.const(np.int64(0))])
+        go_on = g.op(
+            "Greater", [g.op("ReduceSum", [g.op("Cast", [changed], to=INT64)], keepdims=0), g.const(np.int64(0))]
+        )
         return go_on, [fresh], []
 
-    (unit_starts,) = b.loop(b.op("Squeeze", [b.add(size(b, codes), b.const(i64(1)))]), [(everything, BOOL)], body, hint="longest_match")
+    (unit_starts,) = b.loop(
+        b.op("Squeeze", [b.add(size(b, codes), b.const(i64(1)))]), [(everything, BOOL)], body, hint="longest_match"
+    )
     return unit_starts, value
 
 
@@ -365,10 +376,14 @@ def grapheme_units(b: GraphBuilder, charsmap: Charsmap, codes: str, segments: Se
     clusters = from_flags(b, b.op("Or", [breaks, starts(b, segments)]))
     first = b.op("Slice", [clusters.splits, b.const(i64(0)), b.const(i64(-1))])
     utf8 = _encode(b, codes)
-    nbytes = b.op("ScatterElements", [b.op("Mul", [first, b.const(np.int64(0))]), clusters.seg, utf8.size], reduction="add")
+    nbytes = b.op(
+        "ScatterElements", [b.op("Mul", [first, b.const(np.int64(0))]), clusters.seg, utf8.size], reduction="add"
+    )
     where = positions(b, codes)
     if charsmap.longest_key == 0:
-        return b.op("Expand", [b.const(np.array(True)), b.op("Shape", [codes])]), b.op("Expand", [b.const(np.int64(-1)), b.op("Shape", [codes])])
+        return b.op("Expand", [b.const(np.array(True)), b.op("Shape", [codes])]), b.op(
+            "Expand", [b.const(np.int64(-1)), b.op("Shape", [codes])]
+        )
     # One walk for both questions: each code point's own rule, and each short cluster's shortest rule.
     short = b.op("Less", [nbytes, b.const(np.int64(6))])
     found_all = _walk(
@@ -385,12 +400,20 @@ def grapheme_units(b: GraphBuilder, charsmap: Charsmap, codes: str, segments: Se
     steps = b.op("Shape", [own], start=1, end=2)
     within = b.op("Less", [column, steps])
     column = b.op("Min", [column, b.op("Sub", [steps, b.const(np.int64(1))])])
-    single = b.op("Squeeze", [b.op("GatherElements", [own, b.op("Unsqueeze", [column, b.const(i64(1))])], axis=1), b.const(i64(1))])
+    single = b.op(
+        "Squeeze",
+        [b.op("GatherElements", [own, b.op("Unsqueeze", [column, b.const(i64(1))])], axis=1), b.const(i64(1))],
+    )
     single = b.op("Where", [within, single, b.const(np.int64(-1))])
     found = b.op("Slice", [found_all, code_count, b.const(i64(np.iinfo(np.int64).max)), b.const(i64(0))])
     matched = b.op("GreaterOrEqual", [found, b.const(np.int64(0))])
-    any_match = b.op("Greater", [b.op("ReduceSum", [b.op("Cast", [matched], to=INT64), b.const(i64(1))], keepdims=0), b.const(np.int64(0))])
-    shortest = b.op("ArgMax", [b.op("Cast", [matched], to=INT32)], axis=1, keepdims=1)  # int32: ORT 1.17 has no int64 ArgMax
+    any_match = b.op(
+        "Greater",
+        [b.op("ReduceSum", [b.op("Cast", [matched], to=INT64), b.const(i64(1))], keepdims=0), b.const(np.int64(0))],
+    )
+    shortest = b.op(
+        "ArgMax", [b.op("Cast", [matched], to=INT32)], axis=1, keepdims=1
+    )  # int32: ORT 1.17 has no int64 ArgMax
     value = b.op("Squeeze", [b.op("GatherElements", [found, shortest], axis=1), b.const(i64(1))])
     whole = b.op("And", [any_match, short])  # per cluster
     whole_at = b.op("Gather", [whole, clusters.seg])  # per code point
@@ -427,5 +450,4 @@ __all__ = [
     "grapheme_breaks",
     "grapheme_units",
     "longest_units",
-    "read_charsmap",
 ]

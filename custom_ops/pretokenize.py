@@ -1,7 +1,8 @@
 """Whitespace rules between normalization and segmentation, in standard ONNX ops.
 
 Each function takes normalized code points with their segments (one per text chunk) and returns the
-text the model segments, with ``▁`` (U+2581) for the spaces, and where each word starts:
+text the model segments, with ``▁`` (U+2581) for the spaces, its segments, and where each word
+starts (a ``▁``, or a segment's first code point):
 
 * ``sentencepiece_spaces``: SentencePiece's own rules (``remove_extra_whitespaces``,
   ``add_dummy_prefix``, ``escape_whitespaces``), which look at the normalizer's units;
@@ -13,22 +14,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from .builder import INT64, ML_DOMAIN, GraphBuilder
+from .builder import INT64, ML_DOMAIN, GraphBuilder, i64
 from .flat import (
     Segments,
     compact,
+    counts,
+    from_splits,
     insert_before,
     last_where,
     neighbour,
-    positions,
-    same_segment,
     shift,
+    size,
+    splits_from_counts,
     starts,
+    sum_per_segment,
 )
 from .unicode_data import WHITE_SPACE
 
 SPACE = 0x20
 METASPACE = 0x2581
+Result = tuple[str, Segments, str]  # code points, their segments, word starts
 
 
 def _is(b: GraphBuilder, codes: str, value: int) -> str:
@@ -36,86 +41,77 @@ def _is(b: GraphBuilder, codes: str, value: int) -> str:
 
 
 def _trailing(b: GraphBuilder, flags: str, segments: Segments) -> str:
-    """bool ``[T]``: whether every element from here to the end of the segment has ``flags``."""
+    """bool ``[T]``: whether every element from here to the end of its segment has ``flags``."""
     other = b.op("Cast", [b.op("Not", [flags])], to=INT64)
-    after = b.op("CumSum", [other, b.const(np.int64(0))], reverse=1)  # this one and the rest, whole array
-    end = b.op("Gather", [b.op("Concat", [after, b.const(np.array([0], np.int64))], axis=0), _segment_end(b, segments)])
-    return b.op("Equal", [after, end])
-
-
-def _segment_end(b: GraphBuilder, segments: Segments) -> str:
-    from .builder import i64
-
+    after = b.op("CumSum", [other, b.const(np.int64(0))], reverse=1)  # this one and all later ones
     ends = b.op("Slice", [segments.splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))])
-    return b.op("Gather", [ends, segments.seg])
+    beyond = b.op("Gather", [b.op("Concat", [after, b.const(i64(0))], axis=0), b.op("Gather", [ends, segments.seg])])
+    return b.op("Equal", [after, beyond])
+
+
+def _grown(b: GraphBuilder, segments: Segments, inserted: str, codes: str) -> Segments:
+    """The segments after ``insert_before`` added an element before each flagged one (``inserted``)."""
+    grown = b.add(counts(b, segments), sum_per_segment(b, segments, b.op("Cast", [inserted], to=INT64)))
+    return from_splits(b, splits_from_counts(b, grown), size(b, codes))
 
 
 def _word_starts(b: GraphBuilder, codes: str, segments: Segments) -> str:
     return b.op("Or", [starts(b, segments), _is(b, codes, METASPACE)])
 
 
-def sentencepiece_spaces(b: GraphBuilder, codes: str, segments: Segments, unit: str) -> tuple[str, Segments, str]:
-    """SentencePiece's whitespace rules on normalized text whose code points came from the units
-    ``unit`` (int64 ``[T]``, the unit of each). Returns (text, segments, word starts)."""
+def _prepend_metaspace(b: GraphBuilder, codes: str, segments: Segments, where: str) -> tuple[str, Segments, str, str]:
+    """A ``▁`` before each code point where ``where`` is set: (codes, segments, source, inserted)."""
+    codes, source, inserted = insert_before(b, codes, where, np.int64(METASPACE))
+    return codes, _grown(b, segments, where, codes), source, inserted
+
+
+def sentencepiece_spaces(b: GraphBuilder, codes: str, segments: Segments, unit: str) -> Result:
+    """SentencePiece's whitespace rules on normalized text whose code points came from the normalizer's
+    units ``unit`` (int64 ``[T]``, the unit of each).
+
+    SentencePiece appends each unit's output, dropping its leading spaces while the text so far
+    ends in a space (or is empty), then escapes the spaces, puts one ``▁`` first and removes every
+    trailing ``▁``. Spaces inside a unit's output are kept as they are.
+    """
     space = _is(b, codes, SPACE)
-    first_of_unit = b.op("Or", [starts(b, segments), b.op("Not", [b.op("Equal", [shift(b, unit, -1, np.int64(-1)), unit])])])
+    first_of_unit = b.op(
+        "Or", [starts(b, segments), b.op("Not", [b.op("Equal", [shift(b, unit, -1, np.int64(-1)), unit])])]
+    )
     unit_begin = last_where(b, first_of_unit)
     other = b.op("Cast", [b.op("Not", [space])], to=INT64)
     seen = b.op("CumSum", [other, b.const(np.int64(0))])
     before_unit = b.op("Sub", [b.op("Gather", [seen, unit_begin]), b.op("Gather", [other, unit_begin])])
-    leading = b.op("Equal", [seen, before_unit])  # only spaces so far in this unit's output
-    previous_space = neighbour(b, space, segments, -1, np.bool_(True))  # a segment start counts as a space
-    drop = b.op("And", [space, b.op("And", [leading, b.op("Gather", [previous_space, unit_begin])])])
+    leading = b.op("Equal", [seen, before_unit])  # nothing but spaces so far in this unit's output
+    after_space = neighbour(b, space, segments, -1, np.bool_(True))  # a segment's start counts as one
+    drop = b.op("And", [space, b.op("And", [leading, b.op("Gather", [after_space, unit_begin])])])
     segments, (codes,) = compact(b, segments, b.op("Not", [drop]), [codes])
-    codes, _, _ = insert_before(b, codes, starts(b, segments), np.int64(METASPACE))
-    from .flat import from_flags  # noqa: F401  (segments of the inserted text)
-
-    segments = _segments_after_insert(b, segments, codes)
-    codes = b.op("Where", [space_or_meta(b, codes), b.const(np.int64(METASPACE)), codes])
+    codes, segments, _, _ = _prepend_metaspace(b, codes, segments, starts(b, segments))
+    codes = b.op("Where", [space_or_metaspace(b, codes), b.const(np.int64(METASPACE)), codes])
     segments, (codes,) = compact(b, segments, b.op("Not", [_trailing(b, _is(b, codes, METASPACE), segments)]), [codes])
     return codes, segments, _word_starts(b, codes, segments)
 
 
-def space_or_meta(b: GraphBuilder, codes: str) -> str:
+def space_or_metaspace(b: GraphBuilder, codes: str) -> str:
     return b.op("Or", [_is(b, codes, SPACE), _is(b, codes, METASPACE)])
 
 
-def _segments_after_insert(b: GraphBuilder, segments: Segments, codes: str) -> Segments:
-    """Segments grown by one element each where they were non-empty (``insert_before`` at starts)."""
-    from .builder import i64
-    from .flat import counts, from_splits, size, splits_from_counts
-
-    grown = b.add(counts(b, segments), b.op("Cast", [b.op("Greater", [counts(b, segments), b.const(np.int64(0))])], to=INT64))
-    del i64
-    return from_splits(b, splits_from_counts(b, grown), size(b, codes))
-
-
-def metaspace(
-    b: GraphBuilder, codes: str, segments: Segments, *, strip_right: bool, collapse: bool
-) -> tuple[str, Segments, str]:
-    """HF's Metaspace pipeline. Returns (text, segments, word starts)."""
-    keep = b.const(np.array(True))
+def metaspace(b: GraphBuilder, codes: str, segments: Segments, *, strip_right: bool, collapse: bool) -> Result:
+    """HF's Metaspace pipeline: [trailing whitespace dropped], runs of spaces collapsed, spaces as
+    ``▁``, one ``▁`` put first unless the text starts with one, a word at each ``▁``."""
+    keep = b.op("Expand", [b.const(np.array(True)), b.op("Shape", [codes])])
     if strip_right:
-        keep = b.op("Not", [_trailing(b, is_white_space(b, codes), segments)])
+        keep = b.op("And", [keep, b.op("Not", [_trailing(b, is_white_space(b, codes), segments)])])
     if collapse:
         space = _is(b, codes, SPACE)
-        repeated = b.op("And", [space, neighbour(b, space, segments, -1, np.bool_(False))])
-        keep = b.op("And", [keep, b.op("Not", [repeated])])
+        keep = b.op(
+            "And", [keep, b.op("Not", [b.op("And", [space, neighbour(b, space, segments, -1, np.bool_(False))])])]
+        )
     if strip_right or collapse:
-        keep = b.op("And", [keep, b.op("Expand", [b.const(np.array(True)), b.op("Shape", [codes])])])
         segments, (codes,) = compact(b, segments, keep, [codes])
     codes = b.op("Where", [_is(b, codes, SPACE), b.const(np.int64(METASPACE)), codes])
     prepend = b.op("And", [starts(b, segments), b.op("Not", [_is(b, codes, METASPACE)])])
-    codes, _, _ = insert_before(b, codes, prepend, np.int64(METASPACE))
-    segments = _segments_grown_where(b, segments, prepend, codes)
+    codes, segments, _, _ = _prepend_metaspace(b, codes, segments, prepend)
     return codes, segments, _word_starts(b, codes, segments)
-
-
-def _segments_grown_where(b: GraphBuilder, segments: Segments, flags: str, codes: str) -> Segments:
-    from .flat import counts, from_splits, size, splits_from_counts, sum_per_segment
-
-    grown = b.add(counts(b, segments), sum_per_segment(b, segments, b.op("Cast", [flags], to=INT64)))
-    return from_splits(b, splits_from_counts(b, grown), size(b, codes))
 
 
 def is_white_space(b: GraphBuilder, codes: str) -> str:
@@ -131,17 +127,17 @@ def is_white_space(b: GraphBuilder, codes: str) -> str:
     return b.op("Equal", [found, b.const(np.int64(1))])
 
 
-def whitespace_split(b: GraphBuilder, codes: str, segments: Segments) -> tuple[str, Segments, str]:
-    """HF's ``WhitespaceSplit`` then ``Metaspace`` (T5). Returns (text, segments, word starts)."""
+def whitespace_split(b: GraphBuilder, codes: str, segments: Segments) -> Result:
+    """HF's ``WhitespaceSplit`` then ``Metaspace`` (T5): words are the runs without whitespace, each
+    gets a ``▁`` first unless it has one, and a ``▁`` inside a word starts another."""
     white = is_white_space(b, codes)
     word_start = b.op("And", [b.op("Not", [white]), neighbour(b, white, segments, -1, np.bool_(True))])
     segments, (codes, word_start) = compact(b, segments, b.op("Not", [white]), [codes, word_start])
     prepend = b.op("And", [word_start, b.op("Not", [_is(b, codes, METASPACE)])])
-    codes, source, inserted = insert_before(b, codes, prepend, np.int64(METASPACE))
-    segments = _segments_grown_where(b, segments, prepend, codes)
-    word_start = b.op("Or", [b.op("Gather", [word_start, source]), _is(b, codes, METASPACE)])
-    word_start = b.op("And", [word_start, b.op("Or", [inserted, b.op("Not", [b.op("Gather", [prepend, source])])])])
-    return codes, segments, b.op("Or", [word_start, starts(b, segments)])
+    codes, segments, source, inserted = _prepend_metaspace(b, codes, segments, prepend)
+    # A word starts at each inserted ▁, and at each old start that got none (it starts with ▁).
+    old_start = b.op("And", [b.op("Gather", [word_start, source]), b.op("Not", [b.op("Gather", [prepend, source])])])
+    return codes, segments, b.op("Or", [b.op("Or", [inserted, old_start]), _word_starts(b, codes, segments)])
 
 
-__all__ = ["METASPACE", "is_white_space", "metaspace", "positions", "same_segment", "sentencepiece_spaces", "whitespace_split"]
+__all__ = ["METASPACE", "SPACE", "is_white_space", "metaspace", "sentencepiece_spaces", "whitespace_split"]

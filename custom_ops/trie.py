@@ -71,9 +71,7 @@ def _step(b: GraphBuilder, trie: CodepointTrie, node: str, code: str) -> str:
     keys = list(trie.transitions) or [-1]
     children = list(trie.transitions.values()) or [-1]
     key = b.add(b.mul(node, b.const(np.int64(STRIDE))), code)
-    return b.op(
-        "LabelEncoder", [key], domain=ML_DOMAIN, keys_int64s=keys, values_int64s=children, default_int64=-1
-    )
+    return b.op("LabelEncoder", [key], domain=ML_DOMAIN, keys_int64s=keys, values_int64s=children, default_int64=-1)
 
 
 def walk(b: GraphBuilder, trie: CodepointTrie, codes: str, begin: str, limit: str, name: str) -> str:
@@ -81,7 +79,9 @@ def walk(b: GraphBuilder, trie: CodepointTrie, codes: str, begin: str, limit: st
     read ``limit`` (int64 ``[R]``) code points: int64 ``[R, depth]``, column ``d`` the value of the key
     spelled by the walk's first ``d + 1`` code points, ``-1`` where there is none."""
     if trie.depth == 0:
-        return b.op("Expand", [b.const(np.int64(MISSING)), b.op("Concat", [b.op("Shape", [begin]), b.const(i64(0))], axis=0)])
+        return b.op(
+            "Expand", [b.const(np.int64(MISSING)), b.op("Concat", [b.op("Shape", [begin]), b.const(i64(0))], axis=0)]
+        )
     values = b.derived(f"{name}_values", trie.value_table())
     padded = b.op("Concat", [codes, b.const(np.array([NO_CODE], dtype=np.int64))], axis=0)
     end = b.op("Shape", [codes])
@@ -104,7 +104,18 @@ def lookup(b: GraphBuilder, trie: CodepointTrie, codes: str, begin: str, length:
     if trie.depth == 0:
         return b.op("Expand", [b.const(np.int64(MISSING)), b.op("Shape", [begin])])
     found = walk(b, trie, codes, begin, length, name)
-    column = b.op("Unsqueeze", [b.op("Max", [b.op("Sub", [length, b.const(np.int64(1))]), b.const(np.int64(0))]), b.const(i64(1))])
-    last = b.op("Squeeze", [b.op("GatherElements", [found, b.op("Min", [column, b.const(np.int64(trie.depth - 1))])], axis=1), b.const(i64(1))])
-    fits = b.op("And", [b.op("LessOrEqual", [length, b.const(np.int64(trie.depth))]), b.op("Greater", [length, b.const(np.int64(0))])])
+    column = b.op(
+        "Unsqueeze", [b.op("Max", [b.op("Sub", [length, b.const(np.int64(1))]), b.const(np.int64(0))]), b.const(i64(1))]
+    )
+    last = b.op(
+        "Squeeze",
+        [
+            b.op("GatherElements", [found, b.op("Min", [column, b.const(np.int64(trie.depth - 1))])], axis=1),
+            b.const(i64(1)),
+        ],
+    )
+    fits = b.op(
+        "And",
+        [b.op("LessOrEqual", [length, b.const(np.int64(trie.depth))]), b.op("Greater", [length, b.const(np.int64(0))])],
+    )
     return b.op("Where", [fits, last, b.const(np.int64(MISSING))])

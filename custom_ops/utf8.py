@@ -12,13 +12,15 @@ from __future__ import annotations
 import numpy as np
 
 from .builder import INT64, GraphBuilder, i64
-from .flat import Segments, arange, from_splits, positions, shift, size, splits_from_counts
+from .flat import Segments, expand, from_splits, positions, shift, size, splits_from_counts
 
 REPLACEMENT = 0xFFFD
 
 
 def _between(b: GraphBuilder, x: str, low: int, high: int) -> str:
-    return b.op("And", [b.op("GreaterOrEqual", [x, b.const(np.int64(low))]), b.op("LessOrEqual", [x, b.const(np.int64(high))])])
+    return b.op(
+        "And", [b.op("GreaterOrEqual", [x, b.const(np.int64(low))]), b.op("LessOrEqual", [x, b.const(np.int64(high))])]
+    )
 
 
 def _pick(b: GraphBuilder, cases: list[tuple[str, int]], default: int) -> str:
@@ -44,14 +46,29 @@ def decode_utf8(b: GraphBuilder, data: str) -> tuple[str, Segments]:
 
     b1, b2, b3 = following(1), following(2), following(3)
     ascii_ = b.op("Less", [x, b.const(np.int64(0x80))])
-    need = _pick(b, [(_between(b, x, 0xC2, 0xDF), 2), (_between(b, x, 0xE0, 0xEF), 3), (_between(b, x, 0xF0, 0xF4), 4)], 1)
+    need = _pick(
+        b, [(_between(b, x, 0xC2, 0xDF), 2), (_between(b, x, 0xE0, 0xEF), 3), (_between(b, x, 0xF0, 0xF4), 4)], 1
+    )
     lead = b.op("Greater", [need, b.const(np.int64(1))])
-    low = _pick(b, [(b.op("Equal", [x, b.const(np.int64(0xE0))]), 0xA0), (b.op("Equal", [x, b.const(np.int64(0xF0))]), 0x90)], 0x80)
-    high = _pick(b, [(b.op("Equal", [x, b.const(np.int64(0xED))]), 0x9F), (b.op("Equal", [x, b.const(np.int64(0xF4))]), 0x8F)], 0xBF)
+    low = _pick(
+        b,
+        [(b.op("Equal", [x, b.const(np.int64(0xE0))]), 0xA0), (b.op("Equal", [x, b.const(np.int64(0xF0))]), 0x90)],
+        0x80,
+    )
+    high = _pick(
+        b,
+        [(b.op("Equal", [x, b.const(np.int64(0xED))]), 0x9F), (b.op("Equal", [x, b.const(np.int64(0xF4))]), 0x8F)],
+        0xBF,
+    )
     ok1 = b.op("And", [lead, b.op("And", [b.op("GreaterOrEqual", [b1, low]), b.op("LessOrEqual", [b1, high])])])
-    ok2 = b.op("And", [b.op("And", [ok1, b.op("GreaterOrEqual", [need, b.const(np.int64(3))])]), _between(b, b2, 0x80, 0xBF)])
+    ok2 = b.op(
+        "And", [b.op("And", [ok1, b.op("GreaterOrEqual", [need, b.const(np.int64(3))])]), _between(b, b2, 0x80, 0xBF)]
+    )
     ok3 = b.op("And", [b.op("And", [ok2, b.op("Equal", [need, b.const(np.int64(4))])]), _between(b, b3, 0x80, 0xBF)])
-    valid = b.op("Add", [b.op("Cast", [ok1], to=INT64), b.op("Add", [b.op("Cast", [ok2], to=INT64), b.op("Cast", [ok3], to=INT64)])])
+    valid = b.op(
+        "Add",
+        [b.op("Cast", [ok1], to=INT64), b.op("Add", [b.op("Cast", [ok2], to=INT64), b.op("Cast", [ok3], to=INT64)])],
+    )
     length = b.add(valid, b.const(np.int64(1)))  # bytes this unit takes: a whole character or a maximal subpart
     complete = b.op("Equal", [length, need])
 
@@ -60,14 +77,27 @@ def decode_utf8(b: GraphBuilder, data: str) -> tuple[str, Segments]:
 
     two = b.add(b.mul(b.op("Sub", [x, b.const(np.int64(0xC0))]), b.const(np.int64(64))), cont(b1))
     three = b.add(
-        b.add(b.mul(b.op("Sub", [x, b.const(np.int64(0xE0))]), b.const(np.int64(4096))), b.mul(cont(b1), b.const(np.int64(64)))),
+        b.add(
+            b.mul(b.op("Sub", [x, b.const(np.int64(0xE0))]), b.const(np.int64(4096))),
+            b.mul(cont(b1), b.const(np.int64(64))),
+        ),
         cont(b2),
     )
     four = b.add(
-        b.add(b.mul(b.op("Sub", [x, b.const(np.int64(0xF0))]), b.const(np.int64(262144))), b.mul(cont(b1), b.const(np.int64(4096)))),
+        b.add(
+            b.mul(b.op("Sub", [x, b.const(np.int64(0xF0))]), b.const(np.int64(262144))),
+            b.mul(cont(b1), b.const(np.int64(4096))),
+        ),
         b.add(b.mul(cont(b2), b.const(np.int64(64))), cont(b3)),
     )
-    code = b.op("Where", [b.op("Equal", [need, b.const(np.int64(2))]), two, b.op("Where", [b.op("Equal", [need, b.const(np.int64(3))]), three, four])])
+    code = b.op(
+        "Where",
+        [
+            b.op("Equal", [need, b.const(np.int64(2))]),
+            two,
+            b.op("Where", [b.op("Equal", [need, b.const(np.int64(3))]), three, four]),
+        ],
+    )
     code = b.op("Where", [b.op("And", [lead, complete]), code, b.const(np.int64(REPLACEMENT))])
     code = b.op("Where", [ascii_, x, code])
     # A byte starts a unit unless a lead byte 1-3 places before it (in its row) took it.
@@ -78,7 +108,14 @@ def decode_utf8(b: GraphBuilder, data: str) -> tuple[str, Segments]:
         taken = b.op("Or", [taken, b.op("And", [same_row, b.op("Greater", [earlier, b.const(np.int64(d))])])])
     keep = b.op("And", [b.op("Not", [taken]), b.op("Not", [b.op("Equal", [code, b.const(np.int64(0))])])])
     codes = b.op("Compress", [code, keep], axis=0)
-    per_row = b.op("ReduceSum", [b.op("Cast", [b.op("Reshape", [keep, b.op("Concat", [rows, width], axis=0)], allowzero=1)], to=INT64), b.const(i64(1))], keepdims=0)
+    per_row = b.op(
+        "ReduceSum",
+        [
+            b.op("Cast", [b.op("Reshape", [keep, b.op("Concat", [rows, width], axis=0)], allowzero=1)], to=INT64),
+            b.const(i64(1)),
+        ],
+        keepdims=0,
+    )
     return codes, from_splits(b, splits_from_counts(b, per_row), size(b, codes))
 
 
@@ -86,54 +123,42 @@ def utf8_table(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Texts as one byte pool: ``(pool uint8, start int64, length int64)`` per text."""
     encoded = [text.encode("utf-8") for text in texts]
     lengths = np.array([len(e) for e in encoded], dtype=np.int64)
-    begin = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if encoded else np.zeros(0, np.int64)
+    begin = (np.cumsum(lengths) - lengths).astype(np.int64)
     pool = np.frombuffer(b"".join(encoded) + b"\0", dtype=np.uint8).copy()
     return pool, begin, lengths
 
 
 def join_bytes(b: GraphBuilder, index: str, texts: list[str], name: str) -> tuple[str, str]:
-    """int64 ``[B, R, L]`` indices into ``texts`` → (uint8 ``[B, R, P]`` the texts of each row concatenated,
-    zero-padded; int64 ``[B, R]`` their byte lengths)."""
+    """int64 ``[B, R, L]`` indices into ``texts`` → (uint8 ``[B, R, P]``: the texts of each row
+    concatenated, zero-padded to the longest row; int64 ``[B, R]``: each row's byte length)."""
     pool, begin, lengths = utf8_table(texts)
-    pool_name = b.derived(f"{name}_bytes", pool)
-    begin_name = b.derived(f"{name}_begin", begin)
-    length_name = b.derived(f"{name}_length", lengths)
     shape = b.op("Shape", [index])
     lead = b.op("Slice", [shape, b.const(i64(0)), b.const(i64(2))])
-    flat = b.op("Reshape", [index, b.const(i64(-1))])
-    sizes = b.op("Gather", [length_name, flat])
-    length = b.op("Slice", [shape, b.const(i64(2)), b.const(i64(3))])
-    per_row = b.op("ReduceSum", [b.op("Reshape", [sizes, shape], allowzero=1), b.const(i64(2))], keepdims=0)
-    width = b.op("ReduceMax", [b.op("Concat", [b.op("Reshape", [per_row, b.const(i64(-1))]), b.const(i64(0))], axis=0)], keepdims=1)
     rows = b.op("ReduceProd", [lead], keepdims=1)
-    # Token t's bytes go to row r at offset (bytes of the row's earlier tokens) of a [rows * width] array.
-    by_row = b.op("Reshape", [sizes, b.op("Concat", [rows, length], axis=0)], allowzero=1)
-    ends = b.op("CumSum", [by_row, b.const(np.int64(1))])
-    offsets = b.op("Sub", [ends, by_row])
-    row_base = b.mul(arange(b, rows), b.op("Squeeze", [width]))
-    starts_at = b.op("Reshape", [b.add(offsets, b.op("Unsqueeze", [row_base, b.const(i64(1))])), b.const(i64(-1))])
-    # Each output byte: the token whose bytes hold it (scatter marks at token starts, count them).
-    total = b.mul(rows, width)
-    used = b.op("Greater", [sizes, b.const(np.int64(0))])
-    tokens = b.op("Compress", [positions(b, sizes), used], axis=0)
-    marks = b.op("ConstantOfShape", [b.add(total, b.const(i64(1)))], value=_zero())
-    at = b.op("Gather", [starts_at, tokens])
-    marks = b.op("ScatterElements", [marks, at, b.op("Expand", [b.const(np.int64(1)), b.op("Shape", [at])])])
-    rank = b.op("CumSum", [b.op("Slice", [marks, b.const(i64(0)), total]), b.const(np.int64(0))])
-    owner = b.op("Gather", [b.op("Concat", [b.const(i64(0)), tokens], axis=0), rank])
-    slot = arange(b, total)
-    within = b.op("Sub", [slot, b.op("Gather", [b.op("Concat", [b.const(i64(0)), starts_at], axis=0), b.add(owner, b.const(np.int64(1)))])])
-    # owner is shifted by one: rank 0 (before any token) → the padding entry 0 of the prepended tables
-    source = b.add(b.op("Gather", [begin_name, b.op("Gather", [b.op("Concat", [b.const(i64(0)), flat], axis=0), b.add(owner, b.const(np.int64(1)))])]), within)
-    row_of = b.op("Div", [slot, b.op("Max", [width, b.const(i64(1))])])
-    inside = b.op("Less", [b.op("Sub", [slot, b.mul(row_of, width)]), b.op("Gather", [b.op("Reshape", [per_row, b.const(i64(-1))]), row_of])])
-    inside = b.op("And", [inside, b.op("Greater", [rank, b.const(np.int64(0))])])
-    byte = b.op("Where", [inside, b.op("Gather", [pool_name, b.op("Where", [inside, source, b.const(np.int64(len(pool) - 1))])]), b.const(np.array(0, np.uint8))])
-    out = b.op("Reshape", [byte, b.op("Concat", [lead, width], axis=0)], allowzero=1)
-    return out, per_row
-
-
-def _zero():
-    from onnx import numpy_helper
-
-    return numpy_helper.from_array(np.array([0], dtype=np.int64))
+    per_token = b.op("Gather", [b.derived(f"{name}_length", lengths), b.op("Reshape", [index, b.const(i64(-1))])])
+    tokens = b.op(
+        "Reshape",
+        [per_token, b.op("Concat", [rows, b.op("Slice", [shape, b.const(i64(2)), b.const(i64(3))])], axis=0)],
+        allowzero=1,
+    )
+    per_row = b.op("ReduceSum", [tokens, b.const(i64(1))], keepdims=0)  # [rows]
+    width = b.op("ReduceMax", [b.op("Concat", [per_row, b.const(i64(0))], axis=0)], keepdims=1)
+    # Every output byte: the token it comes from and its place in the token (the rows' bytes follow
+    # each other, row-major), then its place in its row of the [rows, width] result.
+    token, k = expand(b, per_token)
+    source = b.add(
+        b.op(
+            "Gather",
+            [b.derived(f"{name}_begin", begin), b.op("Gather", [b.op("Reshape", [index, b.const(i64(-1))]), token])],
+        ),
+        k,
+    )
+    data = b.op("Gather", [b.derived(f"{name}_bytes", pool), source])
+    row_begin = b.op("Sub", [b.op("CumSum", [per_row, b.const(np.int64(0))]), per_row])
+    tokens_per_row = b.op("Slice", [shape, b.const(i64(2)), b.const(i64(3))])
+    row = b.op("Div", [token, b.op("Max", [tokens_per_row, b.const(i64(1))])])
+    at = b.add(b.mul(row, width), b.op("Sub", [positions(b, token), b.op("Gather", [row_begin, row])]))
+    blank = b.op("Expand", [b.const(np.array(0, np.uint8)), b.mul(rows, width)])
+    out = b.op("ScatterElements", [blank, at, data])
+    out = b.op("Reshape", [out, b.op("Concat", [lead, width], axis=0)], allowzero=1)
+    return out, b.op("Reshape", [per_row, lead], allowzero=1)

@@ -33,7 +33,6 @@ from custom_ops.builder import (
     GraphBuilder,
     i64,
 )
-
 from custom_ops.text import join_strings
 from custom_ops.utf8 import join_bytes
 
@@ -47,8 +46,8 @@ from ._language_tokenizers import (
     language_detokenizer_index,
     language_ids,
 )
-from ._portable_tokenizer import add_portable_tokenizer
 from ._loop_search import FORCED_BOS_INPUT, NO_FORCED_BOS, loop_search
+from ._portable_tokenizer import add_portable_tokenizer
 from ._quantize import Int8Weights
 from ._search import (
     CHECKED_INPUT_IDS,
@@ -292,14 +291,18 @@ def build_text_model(
             index, table, texts = language_detokenizer_index(post, "sequences", vocabulary, spec.target_vocab_size)
         source_ids = None
         if coded is not None:
-            source_ids = pre.op("Cast", [language_ids(pre, SOURCE_LANGUAGE_INPUT, coded, SOURCE_LANGUAGE_INPUT, rows)], to=INT64)
+            source_ids = pre.op(
+                "Cast", [language_ids(pre, SOURCE_LANGUAGE_INPUT, coded, SOURCE_LANGUAGE_INPUT, rows)], to=INT64
+            )
         ids, mask, _ = add_portable_tokenizer(pre, TEXT_UTF8, portable_spec, max_length=limit, source_ids=source_ids)
         detokenized = join_strings(post, index, table)
         utf8, lengths = join_bytes(post, index, [str(text) for text in texts], "id_to_text")
         post.op("Identity", [utf8], outputs=[TRANSLATION_UTF8])
         post.op("Identity", [lengths], outputs=[TRANSLATION_LENGTHS])
         extra_outputs = [
-            helper.make_tensor_value_info(TRANSLATION_UTF8, TensorProto.UINT8, ["batch", "num_return_sequences", "translation_bytes"]),
+            helper.make_tensor_value_info(
+                TRANSLATION_UTF8, TensorProto.UINT8, ["batch", "num_return_sequences", "translation_bytes"]
+            ),
             helper.make_tensor_value_info(TRANSLATION_LENGTHS, INT64, ["batch", "num_return_sequences"]),
         ]
     elif isinstance(vocabulary, MarianVocabulary):

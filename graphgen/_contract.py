@@ -39,6 +39,7 @@ EXTENSIONS = "extensions"  # onnxruntime-extensions' SentencePiece op over strin
 TOKENIZERS = (PORTABLE, EXTENSIONS)
 
 EXTENSIONS_DOMAIN = "ai.onnx.contrib"
+ORT_FORMAT_IDENTIFIER = b"ORTM"  # the flatbuffer file identifier of .ort files
 
 
 class Key:
@@ -146,8 +147,14 @@ def read_file_info(model: str | Path | bytes) -> FileInfo:
             metadata[parts[1].decode("utf-8")] = parts[2].decode("utf-8")
 
     if isinstance(model, bytes):
-        read(BytesIO(model))
+        stream: BufferedReader | BytesIO = BytesIO(model)
     else:
-        with open(model, "rb") as stream:
-            read(stream)  # type: ignore[arg-type]
+        stream = open(model, "rb")  # noqa: SIM115 (closed below)
+    try:
+        if stream.read(8)[4:] == ORT_FORMAT_IDENTIFIER:
+            raise ValueError("an ORT-format (.ort) file, not an ONNX protobuf")
+        stream.seek(0)
+        read(stream)
+    finally:
+        stream.close()
     return FileInfo(metadata)

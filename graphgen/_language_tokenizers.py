@@ -122,7 +122,14 @@ class LanguageVocabulary:
         name = f"the {self.tokenizer_class}"
         if self.pipeline is None:
             return spec_for_sentencepiece(
-                self.spm, self.piece_ids, self.unk_id, self.eos_id, self.pad_id, self.split_tokens, marian=False, name=name
+                self.spm,
+                self.piece_ids,
+                self.unk_id,
+                self.eos_id,
+                self.pad_id,
+                self.split_tokens,
+                marian=False,
+                name=name,
             )
         return spec_for_tokenizers(json.loads(self.pipeline), self.split_tokens, self.eos_id, self.pad_id, name)
 

@@ -22,7 +22,6 @@ spec alone, out of the blocks in ``custom_ops``:
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,11 +36,13 @@ from custom_ops.flat import (
     from_flags,
     last_where,
     neighbour,
+    next_where,
     positions,
     shift,
     splits_from_counts,
     starts,
     sum_per_segment,
+    zeros,
 )
 from custom_ops.normalize import Charsmap, apply_units, grapheme_units, longest_units
 from custom_ops.pretokenize import metaspace, sentencepiece_spaces, whitespace_split
@@ -126,7 +127,9 @@ def _check_sentencepiece(proto: Any, name: str) -> None:
     if trainer.model_type not in (trainer.UNIGRAM, trainer.BPE):
         problems.append("a model type other than unigram and BPE")
     if problems:
-        raise UnsupportedModelError(f"{name} has {', '.join(problems)}, which the portable tokenizer does not reproduce")
+        raise UnsupportedModelError(
+            f"{name} has {', '.join(problems)}, which the portable tokenizer does not reproduce"
+        )
 
 
 def _spm_model(proto: Any, name: str) -> tuple[UnigramModel | BpeModel, dict[str, int], int]:
@@ -191,7 +194,9 @@ def spec_for_sentencepiece(
     )
 
 
-def spec_for_tokenizers(pipeline: dict[str, Any], split_tokens: dict[str, int], eos_id: int, pad_id: int, name: str) -> PortableSpec:
+def spec_for_tokenizers(
+    pipeline: dict[str, Any], split_tokens: dict[str, int], eos_id: int, pad_id: int, name: str
+) -> PortableSpec:
     """NLLB, mBART-50, T5: the ``tokenizers`` pipeline that transformers 5 builds (its JSON)."""
     normalizer = pipeline.get("normalizer") or {}
     steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer]
@@ -209,12 +214,17 @@ def spec_for_tokenizers(pipeline: dict[str, Any], split_tokens: dict[str, int], 
         and meta.get("split", True)
         and all(s.get("type") in ("Strip", "Replace") for s in steps[1:])
         and all(s.get("strip_right") and not s.get("strip_left") for s in steps if s.get("type") == "Strip")
-        and all(s.get("pattern", {}).get("Regex") == " {2,}" and s.get("content") == " " for s in steps if s.get("type") == "Replace")
+        and all(
+            s.get("pattern", {}).get("Regex") == " {2,}" and s.get("content") == " "
+            for s in steps
+            if s.get("type") == "Replace"
+        )
     )
     if not ok:
         raise UnsupportedModelError(
             f"{name} runs normalizer={kinds}, pre_tokenizer={pre_kinds}; the portable tokenizer reproduces "
-            "Precompiled [+ Strip(right)] [+ Replace(' {2,}')] with Metaspace, and Precompiled with WhitespaceSplit + Metaspace"
+            "Precompiled [+ Strip(right)] [+ Replace(' {2,}')] with Metaspace, and Precompiled with "
+            "WhitespaceSplit + Metaspace"
         )
     charsmap = base64.b64decode(steps[0].get("precompiled_charsmap") or "")
     spec = pipeline["model"]
@@ -246,7 +256,9 @@ def spec_for_tokenizers(pipeline: dict[str, Any], split_tokens: dict[str, int], 
         model = BpeModel(characters, merges, max(vocab.values()) + 1, unk, fuse_per_chunk=False)
         unknown_runs = {}  # tokenizers' BPE gives a fused unknown run the unknown id, whatever its text
     else:
-        raise UnsupportedModelError(f"{name} has a {spec.get('type')} model with options the portable tokenizer does not reproduce")
+        raise UnsupportedModelError(
+            f"{name} has a {spec.get('type')} model with options the portable tokenizer does not reproduce"
+        )
     return PortableSpec(
         charsmap=charsmap,
         normalization="grapheme",
@@ -271,7 +283,9 @@ def _matches(b: GraphBuilder, codes: str, rows: Segments, literal: str) -> str:
     """bool ``[T]``: whether ``literal`` starts at each code point (inside one row)."""
     found = b.op("Equal", [codes, b.const(np.int64(ord(literal[0])))])
     for k, char in enumerate(literal[1:], start=1):
-        found = b.op("And", [found, b.op("Equal", [neighbour(b, codes, rows, k, np.int64(-1)), b.const(np.int64(ord(char)))])])
+        found = b.op(
+            "And", [found, b.op("Equal", [neighbour(b, codes, rows, k, np.int64(-1)), b.const(np.int64(ord(char)))])]
+        )
     return found
 
 
@@ -295,16 +309,9 @@ def _split_literals(b: GraphBuilder, codes: str, rows: Segments, tokens: dict[st
     return begins, ids, inside
 
 
-def _next_where(b: GraphBuilder, flags: str) -> str:
-    """int64 ``[T]``: the smallest position ``p ≥ t`` with ``flags[p]``, or T."""
-    reversed_ = b.op("Slice", [flags, b.const(i64(-1)), b.const(i64(np.iinfo(np.int64).min)), b.const(i64(0)), b.const(i64(-1))])
-    last = last_where(b, reversed_)
-    back = b.op("Slice", [last, b.const(i64(-1)), b.const(i64(np.iinfo(np.int64).min)), b.const(i64(0)), b.const(i64(-1))])
-    total = b.op("Shape", [flags])
-    return b.op("Where", [b.op("Less", [back, b.const(np.int64(0))]), total, b.op("Sub", [b.op("Sub", [total, b.const(np.int64(1))]), back])])
-
-
-def _lead_tokens(b: GraphBuilder, codes: str, chunks: Segments, text: str, leads: dict[str, int], unk_id: int) -> tuple[str, str]:
+def _lead_tokens(
+    b: GraphBuilder, codes: str, chunks: Segments, text: str, leads: dict[str, int], unk_id: int
+) -> tuple[str, str]:
     """Marian's ``remove_language_code``: a chunk that starts with ``>>`` and has a ``<<`` loses
     everything up to the first ``<<`` (included) as one token, looked up whole. Returns (bool ``[T]``
     part of a lead token, int64 ``[C]`` the chunk's lead id or -1)."""
@@ -316,14 +323,18 @@ def _lead_tokens(b: GraphBuilder, codes: str, chunks: Segments, text: str, leads
 
     opens = b.op("And", [pair(gt), b.op("And", [starts(b, chunks), text])])
     closes = pair(lt)
-    close_at = _next_where(b, closes)
-    end = b.op("Gather", [b.op("Slice", [chunks.splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))]), chunks.seg])
+    close_at = next_where(b, closes)
+    end = b.op(
+        "Gather", [b.op("Slice", [chunks.splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))]), chunks.seg]
+    )
     has = b.op("And", [opens, b.op("Less", [b.add(close_at, b.const(np.int64(1))), end])])
     length = b.op("Sub", [b.add(close_at, b.const(np.int64(2))), positions(b, codes)])
     length = b.op("Where", [has, length, b.const(np.int64(0))])
     # per chunk: the lead's length (0 = none), spread to the chunk's code points
     chunk_length = sum_per_segment(b, chunks, length)
-    within = b.op("Less", [b.op("Sub", [positions(b, codes), first_index(b, chunks)]), b.op("Gather", [chunk_length, chunks.seg])])
+    within = b.op(
+        "Less", [b.op("Sub", [positions(b, codes), first_index(b, chunks)]), b.op("Gather", [chunk_length, chunks.seg])]
+    )
     trie = CodepointTrie.build((_codes(token), index) for token, index in leads.items())
     chunk_begin = b.op("Slice", [chunks.splits, b.const(i64(0)), b.const(i64(-1))])
     found = lookup(b, trie, codes, chunk_begin, chunk_length, "lead_tokens")
@@ -352,13 +363,10 @@ def _segment(b: GraphBuilder, spec: PortableSpec, codes: str, chunks: Segments) 
     if isinstance(model, UnigramModel):
         trie = CodepointTrie.build((_codes(piece), index) for piece, index in model.pieces.items())
         sequences = words if model.per_word else chunks
-        tokens = unigram(b, trie, model.scores, model.unk_id, model.unk_score, codes, sequences)
+        tokens = fuse_unknown(
+            b, unigram(b, trie, model.scores, model.unk_id, model.unk_score, codes, sequences), model.unk_id
+        )
         chunk_of = b.op("Gather", [word_chunk, tokens.seq]) if model.per_word else tokens.seq
-        tokens = fuse_unknown(b, tokens, model.unk_id)
-        if model.per_word:
-            chunk_of = b.op("Gather", [word_chunk, tokens.seq])
-        else:
-            chunk_of = tokens.seq
     else:
         characters = CodepointTrie.build((_codes(piece), index) for piece, index in model.characters.items())
         tokens = bpe(b, characters, Merges(model.merges, model.vocab_size), model.unk_id, codes, words)
@@ -411,33 +419,49 @@ def add_portable_tokenizer(
     if lead_ids is not None:
         extra = b.add(extra, b.op("Cast", [b.op("GreaterOrEqual", [lead_ids, b.const(np.int64(0))])], to=INT64))
         first_id = b.op("Max", [chunk_special, lead_ids])
-    pieces = b.op("ScatterElements", [b.op("Mul", [chunk_begin, b.const(np.int64(0))]), token_chunk, b.op("Expand", [b.const(np.int64(1)), b.op("Shape", [token_chunk])])], reduction="add")
+    pieces = b.op(
+        "ScatterElements",
+        [
+            b.op("Mul", [chunk_begin, b.const(np.int64(0))]),
+            token_chunk,
+            b.op("Expand", [b.const(np.int64(1)), b.op("Shape", [token_chunk])]),
+        ],
+        reduction="add",
+    )
     total = b.add(pieces, extra)
     offset = b.op("Sub", [b.op("CumSum", [total, b.const(np.int64(0))]), total])
-    token_rank = b.op("Sub", [positions(b, token_chunk), last_where(b, b.op("Not", [b.op("Equal", [shift(b, token_chunk, -1, np.int64(-1)), token_chunk])]))])
+    token_rank = b.op(
+        "Sub",
+        [
+            positions(b, token_chunk),
+            last_where(b, b.op("Not", [b.op("Equal", [shift(b, token_chunk, -1, np.int64(-1)), token_chunk])])),
+        ],
+    )
     token_at = b.add(b.add(b.op("Gather", [offset, token_chunk]), b.op("Gather", [extra, token_chunk])), token_rank)
     all_count = b.op("ReduceSum", [total], keepdims=1)
-    values = b.op("ConstantOfShape", [all_count], value=_int64(0))
+    values = zeros(b, all_count)
     values = b.op("ScatterElements", [values, token_at, tokens.ids])
     has_extra = b.op("Greater", [extra, b.const(np.int64(0))])
-    values = b.op("ScatterElements", [values, b.op("Compress", [offset, has_extra], axis=0), b.op("Compress", [first_id, has_extra], axis=0)])
-    per_row = b.op("ScatterElements", [b.op("ConstantOfShape", [batch], value=_int64(0)), chunk_row, total], reduction="add")
+    values = b.op(
+        "ScatterElements",
+        [values, b.op("Compress", [offset, has_extra], axis=0), b.op("Compress", [first_id, has_extra], axis=0)],
+    )
+    per_row = b.op("ScatterElements", [zeros(b, batch), chunk_row, total], reduction="add")
     row_splits = splits_from_counts(b, per_row)
     has_source = None
     if source_ids is not None:
         has_source = b.op("Expand", [b.const(np.bool_(True)), batch])
     ids, mask = ragged_to_padded(
-        b, values, row_splits, prefix=source_ids, has_prefix=has_source, suffix_id=spec.eos_id, pad_id=spec.pad_id, max_length=max_length
+        b,
+        values,
+        row_splits,
+        prefix=source_ids,
+        has_prefix=has_source,
+        suffix_id=spec.eos_id,
+        pad_id=spec.pad_id,
+        max_length=max_length,
     )
     return ids, mask, batch
 
 
-def _int64(value: int):
-    from onnx import numpy_helper
-
-    return numpy_helper.from_array(np.array([value], dtype=np.int64))
-
-
 __all__ = ["PortableSpec", "add_portable_tokenizer", "spec_for_sentencepiece", "spec_for_tokenizers"]
-
-del json

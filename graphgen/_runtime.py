@@ -112,14 +112,18 @@ class Translator:
         if not isinstance(model, bytes) and not path.is_file():
             raise GraphgenError(f"{path} does not exist")
         try:
-            info = read_file_info(model if isinstance(model, bytes) else path)
-        except (OSError, ValueError, UnicodeDecodeError) as error:
-            raise GraphgenError(f"cannot read {path} as an ONNX file: {error}") from error
+            extensions = read_file_info(model if isinstance(model, bytes) else path).needs_extensions
+        except (ValueError, UnicodeDecodeError):
+            # Not ONNX's protobuf (an .ort file): its metadata is not read here; the library is
+            # registered if it is installed, as a file that needs it would ask.
+            extensions = importlib.util.find_spec("onnxruntime_extensions") is not None
+        except OSError as error:
+            raise GraphgenError(f"cannot read {path}: {error}") from error
         try:
             with _SESSION_CREATION:
                 self._session = ort.InferenceSession(
                     model if isinstance(model, bytes) else str(path),
-                    session_options(threads, extensions=info.needs_extensions),
+                    session_options(threads, extensions=extensions),
                     providers=list(providers or ["CPUExecutionProvider"]),
                 )
         except Exception as error:  # ORT raises several types for unreadable models

@@ -55,8 +55,8 @@ def verify(
     import onnxruntime as ort
     import transformers
 
-    from ._parity import compare, generated_tokens, hf_generate
     from ._contract import read_file_info
+    from ._parity import compare, generated_tokens, hf_generate
     from ._runtime import Translator, session_options
 
     sentences = read_sentences(sentences_file, limit)

@@ -40,7 +40,20 @@ def main(request_path: str) -> None:
     results: dict[str, object] = {}
     for job in request["jobs"]:
         try:
-            if job["kind"] == "text":
+            if job["kind"] == "utf8":  # the portable tokenizer: bytes in, no library registered
+                s = session(job["model"], text=False)
+                out = []
+                for batch in job["batches"]:  # texts, or string inputs by name (text, target_language, ...)
+                    feeds = dict(batch) if isinstance(batch, dict) else {"text": batch}
+                    encoded = [text.encode("utf-8") for text in feeds.pop("text")]
+                    data = np.zeros((len(encoded), max(map(len, encoded))), dtype=np.uint8)
+                    for row, text in enumerate(encoded):
+                        data[row, : len(text)] = np.frombuffer(text, dtype=np.uint8)
+                    inputs = {k: np.array(v, dtype=object) for k, v in feeds.items()} | {"text_utf8": data}
+                    (got,) = s.run(["translation"], inputs)
+                    out += [row[0] for row in got.tolist()]
+                results[job["name"]] = out
+            elif job["kind"] == "text":
                 s = session(job["model"], text=True)
                 out = []
                 for batch in job["batches"]:  # texts, or string inputs by name (text, target_language, ...)
@@ -63,9 +76,12 @@ def main(request_path: str) -> None:
 
 
 def _extensions_version() -> str:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    return version("onnxruntime-extensions")
+    try:
+        return version("onnxruntime-extensions")
+    except PackageNotFoundError:
+        return "none"
 
 
 if __name__ == "__main__":

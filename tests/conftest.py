@@ -38,6 +38,27 @@ def no_torch_python() -> Path:
     return cached_venv(NO_TORCH_VENV, "-e", f"{REPO}[export-safetensors]")
 
 
+def file_session(path: Path, threads: int | None = None):
+    """A plain ONNX Runtime session for an exported file, the extensions library registered only when
+    the file needs it (``--tokenizer extensions``), as a host that reads the file's metadata does."""
+    import onnxruntime as ort
+
+    from graphgen._contract import read_file_info
+    from graphgen._runtime import session_options
+
+    options = session_options(threads, extensions=read_file_info(path).needs_extensions)
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def text_feeds(session, texts: list[str]) -> dict[str, np.ndarray]:
+    """The text input of a text-level file's session: UTF-8 bytes (portable tokenizer) or strings."""
+    from graphgen._contract import TEXT, TEXT_UTF8
+    from graphgen._runtime import utf8_batch
+
+    names = {value.name for value in session.get_inputs()}
+    return {TEXT_UTF8: utf8_batch(texts)} if TEXT_UTF8 in names else {TEXT: np.array(texts, dtype=object)}
+
+
 def demo_test_pairs() -> list[tuple[str, str]]:
     lines = (DEMO_DIR / "test.tsv").read_text(encoding="utf-8").splitlines()
     return [tuple(line.split("\t")) for line in lines]  # type: ignore[misc]

@@ -6,12 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import onnxruntime as ort
 import pytest
-from conftest import REPO, demo_test_pairs
+from conftest import REPO, demo_test_pairs, file_session
 
 from graphgen import GraphgenError, Translator
-from graphgen._runtime import session_options
+from graphgen._contract import TEXT_UTF8
 
 SOURCES = [source for source, _ in demo_test_pairs()][:24]
 LONG = ">>cmn_Hans<< " + "I have three cats. " * 200
@@ -26,8 +25,8 @@ def test_baked_copy_translates_with_its_fixed_settings(demo_onnx: Path, tmp_path
     baked = tmp_path / "greedy-truncating.onnx"
     done = graphgen_bake(demo_onnx, "-o", baked, "--num-beams", "1", "--truncate")
     assert done.returncode == 0, done.stderr[-2000:]
-    session = ort.InferenceSession(str(baked), session_options(), providers=["CPUExecutionProvider"])
-    assert [i.name for i in session.get_inputs()] == ["text"] and session.get_overridable_initializers() == []
+    session = file_session(baked)
+    assert [i.name for i in session.get_inputs()] == [TEXT_UTF8] and session.get_overridable_initializers() == []
 
     original, copy = Translator(demo_onnx), Translator(baked)
     assert copy.defaults["num_beams"] == 1

@@ -3,10 +3,12 @@
 Java's and Android's extensions packages are 0.13.0, C#'s is 0.14.0; mobile apps and services pin
 older runtimes. Each cell of the matrix is a virtual environment with just those two packages
 (and numpy), made once under ``.venv-matrix/`` and reused; the demo test set goes through the
-text-level and id-level files, float32 and int8 (the default loop search), and an id-level file
-with ORT's BeamSearch op (``--search op``); they must give what HF and the newest runtime give.
-So must the text files of the other families (NLLB, M2M100, mBART-50 with a target language per
-row; T5 with its relative position bias), built here with random weights.
+text-level files (the default portable tokenizer, float32 and int8, and the extensions-based one)
+and the id-level files (float32 and int8 with the default loop search, and ORT's BeamSearch op
+with ``--search op``); they must give what HF and the newest runtime give. So must the text files
+of the other families (NLLB, M2M100, mBART-50 with a target language per row; T5 with its relative
+position bias), built here with random weights. The portable files also run in cells that have
+no extensions package at all (``ort-only``): ONNX Runtime and numpy, nothing else.
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ from graphgen._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
 MATRIX_DIR = REPO / ".venv-matrix"
 ORT_RELEASES = ("1.17.3", "1.20.1", "1.24.4", "1.32.0")  # the floor, the issue's floor, a middle one, the newest
 EXTENSIONS_RELEASES = ("0.13.0", "0.14.0", "0.15.2")  # Java/Android, C#, PyPI's newest
-CELLS = [(runtime, extensions) for runtime in ORT_RELEASES for extensions in EXTENSIONS_RELEASES]
+NO_EXTENSIONS = "none"
+CELLS = [(runtime, extensions) for runtime in ORT_RELEASES for extensions in (*EXTENSIONS_RELEASES, NO_EXTENSIONS)]
 SOURCES = [source for source, _ in demo_test_pairs()]
 BATCH = 16
 ID_FILES = ("ids", "ids-int8", "ids-op")
+PORTABLE_TEXT = ("text", "text-int8")  # the default: the tokenizer in standard ONNX ops
+EXTENSIONS_TEXT = ("text-extensions",)
 FAMILY_SENTENCES = [source.split(" ", 1)[1] for source in SOURCES[:48]]
 # file name → tokenizer class, source language, three targets (T5 has none: the task is in the text)
 FAMILIES = {
@@ -46,18 +51,25 @@ FAMILIES = {
 # under int8 for that (its int8 file agrees with its float32 file on 9 of 48 sentences, and runtimes
 # differ in the last bits), so T5 is checked in float32 only.
 FAMILY_INT8 = ("nllb-text",)
-FAMILY_FILES = [*FAMILIES, *(f"{name}-int8" for name in FAMILY_INT8)]
+FAMILY_EXTENSIONS = ("nllb-text",)  # the families' extensions-based files are checked through NLLB's
+FAMILY_FILES = [
+    *FAMILIES,
+    *(f"{name}-int8" for name in FAMILY_INT8),
+    *(f"{name}-extensions" for name in FAMILY_EXTENSIONS),
+]
 
 
 def _cell_python(runtime: str, extensions: str) -> Path:
     """The cell's interpreter (its venv is built on first use and kept)."""
     numpy = "numpy<2" if tuple(map(int, runtime.split(".")[:2])) < (1, 19) else "numpy<2.4"
-    return cached_venv(
-        MATRIX_DIR / f"ort-{runtime}-ext-{extensions}",
-        f"onnxruntime=={runtime}",
-        f"onnxruntime-extensions=={extensions}",
-        numpy,
-    )
+    packages = [f"onnxruntime=={runtime}", numpy]
+    if extensions != NO_EXTENSIONS:
+        packages.append(f"onnxruntime-extensions=={extensions}")
+    return cached_venv(MATRIX_DIR / f"ort-{runtime}-ext-{extensions}", *packages)
+
+
+def _needs_extensions(name: str) -> bool:
+    return name.endswith("extensions")
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +79,7 @@ def files(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     for name, options in {
         "text": {},
         "text-int8": {"int8": True},
+        "text-extensions": {"tokenizer": "extensions"},
         "ids": {"tokenizer": False},
         "ids-int8": {"tokenizer": False, "int8": True},
         "ids-op": {"tokenizer": False, "search": "op"},  # ORT's BeamSearch op instead of the loop
@@ -101,6 +114,8 @@ def family_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pa
         export(directory, directory / "model.onnx", progress=lambda _: None)
         if name in FAMILY_INT8:
             export(directory, directory / "int8.onnx", int8=True, progress=lambda _: None)
+        if name in FAMILY_EXTENSIONS:
+            export(directory, directory / "extensions.onnx", tokenizer="extensions", progress=lambda _: None)
         batches = []
         for start in range(0, len(FAMILY_SENTENCES), BATCH):
             texts = FAMILY_SENTENCES[start : start + BATCH]
@@ -115,6 +130,8 @@ def family_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pa
         out[name] = (directory / "model.onnx", batches)
         if name in FAMILY_INT8:
             out[f"{name}-int8"] = (directory / "int8.onnx", batches)
+        if name in FAMILY_EXTENSIONS:
+            out[f"{name}-extensions"] = (directory / "extensions.onnx", batches)
     return out
 
 
@@ -149,6 +166,7 @@ def expected(demo_dir: Path, files: dict[str, Path], id_batches: list, family_fi
         ]
     return {
         "text": hf,
+        "text-extensions": hf,
         **families,
         "text-int8": [t for s in range(0, len(SOURCES), BATCH) for t in int8.translate(SOURCES[s : s + BATCH])],
         **ids,
@@ -162,20 +180,30 @@ def matrix(
     """Every cell's results (cells run two at a time)."""
     text_batches = [SOURCES[s : s + BATCH] for s in range(0, len(SOURCES), BATCH)]
     request = tmp_path_factory.mktemp("request") / "request.json"
+    # "text": strings through the extensions library; "utf8": bytes, no library registered
     jobs = [
-        {"name": name, "kind": "text", "model": str(files[name]), "batches": text_batches}
-        for name in ("text", "text-int8")
+        {
+            "name": name,
+            "kind": "text" if _needs_extensions(name) else "utf8",
+            "model": str(files[name]),
+            "batches": text_batches,
+        }
+        for name in (*PORTABLE_TEXT, *EXTENSIONS_TEXT)
     ]
     jobs += [{"name": name, "kind": "ids", "model": str(files[name]), "batches": id_batches} for name in ID_FILES]
     jobs += [
-        {"name": name, "kind": "text", "model": str(path), "batches": b} for name, (path, b) in family_files.items()
+        {"name": name, "kind": "text" if _needs_extensions(name) else "utf8", "model": str(path), "batches": b}
+        for name, (path, b) in family_files.items()
     ]
     request.write_text(json.dumps({"jobs": jobs}), encoding="utf-8")
+    no_library = tmp_path_factory.mktemp("request") / "request.json"  # the cells without extensions
+    no_library.write_text(json.dumps({"jobs": [job for job in jobs if job["kind"] != "text"]}), encoding="utf-8")
 
     def run(cell: tuple[str, str]) -> dict:
         python = _cell_python(*cell)
+        asked = no_library if cell[1] == NO_EXTENSIONS else request
         done = subprocess.run(
-            [python, REPO / "tests" / "compat_runner.py", request], capture_output=True, text=True, timeout=900
+            [python, REPO / "tests" / "compat_runner.py", asked], capture_output=True, text=True, timeout=900
         )
         assert done.returncode == 0, f"{cell}: {done.stderr[-3000:]}"
         return json.loads(done.stdout)
@@ -184,11 +212,16 @@ def matrix(
         return dict(zip(CELLS, pool.map(run, CELLS), strict=True))
 
 
-@pytest.mark.parametrize("cell", CELLS, ids=[f"ort{r}-ext{e}" for r, e in CELLS])
-@pytest.mark.parametrize("name", ["text", "text-int8", *ID_FILES, *FAMILY_FILES])
+@pytest.mark.parametrize(
+    "cell", CELLS, ids=[f"ort{r}-ext{e}" if e != NO_EXTENSIONS else f"ort{r}-only" for r, e in CELLS]
+)
+@pytest.mark.parametrize("name", [*PORTABLE_TEXT, *EXTENSIONS_TEXT, *ID_FILES, *FAMILY_FILES])
 def test_cell_gives_the_same_output(matrix: dict, expected: dict, cell: tuple[str, str], name: str) -> None:
     report = matrix[cell]
     assert report["versions"] == {"onnxruntime": cell[0], "extensions": cell[1]}
+    if cell[1] == NO_EXTENSIONS and _needs_extensions(name):
+        assert name not in report["results"]  # not asked: no library to run it with
+        return
     got = report["results"][name]
     assert not isinstance(got, dict), f"{name} on {cell}: {got}"
     if name in ID_FILES:
@@ -202,9 +235,9 @@ def test_floor_is_recorded_in_the_file(files: dict[str, Path], family_files: dic
     for name, path in [*files.items(), *((name, path) for name, (path, _) in family_files.items())]:
         props = {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
         assert props["graphgen.min_onnxruntime"] == MIN_ONNXRUNTIME == ORT_RELEASES[0].rsplit(".", 1)[0]
-        if name not in ID_FILES:
+        if _needs_extensions(name):
             assert props["graphgen.min_extensions"] == MIN_EXTENSIONS == EXTENSIONS_RELEASES[0].rsplit(".", 1)[0]
-        else:
+        else:  # the id-level files and the portable text files need no extensions package
             assert "graphgen.min_extensions" not in props
 
 

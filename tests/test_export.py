@@ -130,6 +130,13 @@ def test_metadata(demo_dir: Path, tmp_path: Path) -> None:
     assert props["graphgen.source"] == str(demo_dir)
     assert props["graphgen.interface"] == "text"
     assert json.loads(props["graphgen.generation_defaults"])["num_beams"] == 4
+    # the default tokenizer is standard ONNX ops: no custom-op library to register
+    assert props["graphgen.tokenizer"] == "onnx"
+    assert set(json.loads(props["graphgen.custom_op_domains"])) == {"com.microsoft"}
+    assert "graphgen.min_extensions" not in props
+    export(demo_dir, path, tokenizer="extensions")
+    props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assert props["graphgen.tokenizer"] == "extensions"
     assert set(json.loads(props["graphgen.custom_op_domains"])) == {"com.microsoft", "ai.onnx.contrib"}
 
 

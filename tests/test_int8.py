@@ -45,8 +45,14 @@ def test_int8_stores_matrices_as_int8(exported: tuple[Path, Path]) -> None:
         "logits_bias_variants",
         "final_logits_bias_row",
         "search_processor_rows",
+        "unigram_scores",  # the tokenizer's piece scores, added in SentencePiece's float32
     }
     floats = [t for t in tensors if t.data_type == onnx.TensorProto.FLOAT and t.name not in not_matrices]
     largest_float = max(int(np.prod(t.dims)) for t in floats)
     assert largest_float <= 512, f"a float matrix was left unquantized ({largest_float} values)"
-    assert exported[1].stat().st_size < 0.4 * exported[0].stat().st_size
+    # Beyond the tables both files share unchanged (the tokenizer's, the detokenizer's), int8 is 2.5x smaller.
+    fp32 = {t.name: t.SerializeToString() for t in all_initializers(onnx.load(str(exported[0])).graph)}
+    shared = sum(
+        len(data) for name, data in fp32.items() if data == {t.name: t.SerializeToString() for t in tensors}.get(name)
+    )
+    assert exported[1].stat().st_size - shared < 0.4 * (exported[0].stat().st_size - shared)

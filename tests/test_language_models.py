@@ -13,16 +13,21 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
-from conftest import LANGUAGE_TOKENIZERS, demo_test_pairs, language_checkpoint, no_torch_python
+from conftest import (
+    LANGUAGE_TOKENIZERS,
+    demo_test_pairs,
+    file_session,
+    language_checkpoint,
+    no_torch_python,
+    text_feeds,
+)
 
 from graphgen import GraphgenError, Translator
 from graphgen._bake import write_baked
 from graphgen._export import export
 from graphgen._parity import generated_tokens
-from graphgen._runtime import session_options
 from graphgen._verify import verify
 
 SENTENCES = [source.split(" ", 1)[1] for source, _ in demo_test_pairs()][:104]
@@ -187,12 +192,13 @@ def test_baked_copy_can_keep_the_languages(checkpoint: Checkpoint, demo_onnx: Pa
     """`graphgen bake --keep-languages`: settings fixed, the languages required inputs (for Java)."""
     baked = tmp_path / "java.onnx"
     write_baked(checkpoint.onnx, baked, {"num_beams": 1}, keep_languages=True)
-    session = ort.InferenceSession(str(baked), session_options(), providers=["CPUExecutionProvider"])
-    assert sorted(i.name for i in session.get_inputs()) == ["source_language", "target_language", "text"]
+    session = file_session(baked)
+    assert sorted(i.name for i in session.get_inputs()) == ["source_language", "target_language", "text_utf8"]
     assert session.get_overridable_initializers() == []
     target, texts = checkpoint.targets[0], SENTENCES[:4]
-    feeds = {"text": texts, "source_language": [checkpoint.source], "target_language": [target]}
-    (raw,) = session.run(["translation"], {k: np.array(v, dtype=object) for k, v in feeds.items()})
+    feeds = {"source_language": [checkpoint.source], "target_language": [target]}
+    feeds = {k: np.array(v, dtype=object) for k, v in feeds.items()} | text_feeds(session, texts)
+    (raw,) = session.run(["translation"], feeds)
     assert raw[:, 0].tolist() == checkpoint.translator.translate(texts, target_language=target, num_beams=1)
     copy = Translator(baked)
     assert copy.translate(texts, target_language=target) == raw[:, 0].tolist()

@@ -23,20 +23,36 @@ from graphgen._tokenizer_graphs import add_detokenizer, id_to_text, load_vocabul
 SOURCES = [source for source, _ in demo_test_pairs()]
 
 
+FILES = ["fp32", "int8", "fp32-extensions"]
+# ONNX Runtime's own domains: what the stock onnxruntime-android / onnxruntime-objc packages (full
+# builds, contrib ops included) run without any other library.
+ORT_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "com.microsoft"}
+
+
 @pytest.fixture(scope="module")
 def exported(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("mobile")
     export(str(demo_dir), str(folder / "fp32.onnx"), ort="arm", progress=lambda _: None)
     export(str(demo_dir), str(folder / "int8.onnx"), int8=True, ort="amd64", progress=lambda _: None)
-    return {"fp32": folder / "fp32.onnx", "int8": folder / "int8.onnx"}
+    export(
+        str(demo_dir), str(folder / "fp32-extensions.onnx"), tokenizer="extensions", ort="arm", progress=lambda _: None
+    )
+    return {name: folder / f"{name}.onnx" for name in FILES}
 
 
-@pytest.mark.parametrize("precision", ["fp32", "int8"])
-def test_text_file_uses_only_ops_of_the_mobile_packages(exported: dict[str, Path], precision: str) -> None:
-    model = onnx.load(exported[precision])
+@pytest.mark.parametrize("name", FILES)
+def test_text_file_uses_only_ops_of_the_mobile_packages(exported: dict[str, Path], name: str) -> None:
+    """The default file (portable tokenizer) uses ONNX Runtime's own domains only, subgraphs included:
+    the stock packages run it with no extensions library. The extensions file uses only the op that
+    the prebuilt extensions packages carry."""
+    model = onnx.load(exported[name])
     assert ops_outside_mobile_packages(model) == set()
+    domains = {domain for domain, _ in ops_used(model.graph)}
     extension_ops = {op for domain, op in ops_used(model.graph) if domain == "ai.onnx.contrib"}
-    assert extension_ops == {"SentencepieceTokenizer"}
+    if name.endswith("extensions"):
+        assert extension_ops == {"SentencepieceTokenizer"}
+    else:
+        assert domains <= ORT_DOMAINS and not extension_ops, domains
 
 
 def test_op_check_catches_a_string_op_of_the_extensions() -> None:
@@ -46,12 +62,14 @@ def test_op_check_catches_a_string_op_of_the_extensions() -> None:
     assert ops_outside_mobile_packages(helper.make_model(graph)) == {("ai.onnx.contrib", "StringJoin")}
 
 
-@pytest.mark.parametrize("precision", ["fp32", "int8"])
-def test_ort_file_translates_like_the_onnx_file(exported: dict[str, Path], precision: str) -> None:
-    onnx_path = exported[precision]
+@pytest.mark.parametrize("name", FILES)
+def test_ort_file_translates_like_the_onnx_file(exported: dict[str, Path], name: str) -> None:
+    onnx_path = exported[name]
     ort_path = onnx_path.with_suffix(".ort")
     config = onnx_path.with_name(f"{onnx_path.stem}.required_operators.config").read_text()
-    assert "ai.onnx.contrib;1;SentencepieceTokenizer" in config
+    assert ("ai.onnx.contrib;1;SentencepieceTokenizer" in config) == name.endswith("extensions")
+    domains = {line.split(";")[0] for line in config.splitlines() if line and not line.startswith("#")}
+    assert domains <= ORT_DOMAINS | ({"ai.onnx.contrib"} if name.endswith("extensions") else set()), domains
     # The search is a standard Loop (subgraph ops are listed too); of the contrib ops only the kernels.
     assert "Loop" in config and "TopK" in config and "BeamSearch" not in config
     from_onnx, from_ort = Translator(onnx_path), Translator(ort_path)
@@ -73,7 +91,9 @@ def test_other_families_as_ort_files(family: str, tmp_path: Path) -> None:
         texts = [source.split(" ", 1)[1] for source in SOURCES[:24]]
         languages = {"target_language": [("zho_Hans", "fra_Latn", "deu_Latn")[i % 3] for i in range(len(texts))]}
     export(str(tmp_path), str(tmp_path / "model.onnx"), ort="arm", progress=lambda _: None)
-    assert ops_outside_mobile_packages(onnx.load(tmp_path / "model.onnx")) == set()
+    model = onnx.load(tmp_path / "model.onnx")
+    assert ops_outside_mobile_packages(model) == set()
+    assert {domain for domain, _ in ops_used(model.graph)} <= ORT_DOMAINS
     from_onnx, from_ort = Translator(tmp_path / "model.onnx"), Translator(tmp_path / "model.ort")
     assert from_ort.translate(texts, **languages) == from_onnx.translate(texts, **languages)
 

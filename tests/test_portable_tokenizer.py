@@ -69,7 +69,9 @@ class Portable:
         ids, mask, _ = add_portable_tokenizer(b, "text_utf8", spec, max_length=1 << 30, source_ids=source_ids)
         b.output(ids, "input_ids", INT32, ["batch", "length"])
         b.output(mask, "attention_mask", INT32, ["batch", "length"])
-        self.encoder_model = _model(b, [helper.make_tensor_value_info("text_utf8", TensorProto.UINT8, ["batch", "bytes"])])
+        self.encoder_model = _model(
+            b, [helper.make_tensor_value_info("text_utf8", TensorProto.UINT8, ["batch", "bytes"])]
+        )
         self.encoder = ort.InferenceSession(self.encoder_model)
         d = GraphBuilder("detok")
         if name.startswith("marian"):
@@ -80,7 +82,9 @@ class Portable:
         utf8, lengths = join_bytes(d, index, [str(t) for t in texts], "id_to_text")
         d.output(utf8, "translation_utf8", TensorProto.UINT8, ["batch", "beams", "bytes"])
         d.output(lengths, "translation_lengths", INT64, ["batch", "beams"])
-        self.decoder = ort.InferenceSession(_model(d, [helper.make_tensor_value_info("sequences", INT32, ["b", "r", "n"])]))
+        self.decoder = ort.InferenceSession(
+            _model(d, [helper.make_tensor_value_info("sequences", INT32, ["b", "r", "n"])])
+        )
 
     def encode(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ids, mask = self.encoder.run(None, {"text_utf8": data})
@@ -164,9 +168,14 @@ def test_bytes_detokenizer_equals_strings_and_batch_decode(portable: Portable) -
         flat = sequences.reshape(-1, sequences.shape[-1]).tolist()
         expected = portable.hf.batch_decode(flat, skip_special_tokens=True)
         assert texts.reshape(-1).tolist() == expected
-        as_bytes = [bytes(row[:n]).decode("utf-8") for row, n in zip(utf8.reshape(-1, utf8.shape[-1]), lengths.reshape(-1), strict=True)]
+        as_bytes = [
+            bytes(row[:n]).decode("utf-8")
+            for row, n in zip(utf8.reshape(-1, utf8.shape[-1]), lengths.reshape(-1), strict=True)
+        ]
         assert as_bytes == expected
-        assert (utf8.reshape(-1, utf8.shape[-1])[np.arange(utf8.shape[-1])[None, :] >= lengths.reshape(-1, 1)] == 0).all()
+        assert (
+            utf8.reshape(-1, utf8.shape[-1])[np.arange(utf8.shape[-1])[None, :] >= lengths.reshape(-1, 1)] == 0
+        ).all()
 
 
 def test_only_standard_domains(portable: Portable) -> None:

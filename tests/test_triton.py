@@ -16,17 +16,21 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from conftest import DEMO_DIR, REPO, cached_venv, demo_test_pairs
+from conftest import DEMO_DIR, REPO, cached_venv, demo_test_pairs, file_session
 
 from graphgen import Translator, export
-from graphgen._runtime import session_options
 
 TRITON_VENV = REPO / ".venv-triton"
 TRITONCLIENT = "tritonclient[grpc]==2.73.0"
 SOURCES = [source for source, _ in demo_test_pairs()]
-ORT_TYPES = {"tensor(string)": "TYPE_STRING", "tensor(int32)": "TYPE_INT32", "tensor(float)": "TYPE_FP32"}
+ORT_TYPES = {
+    "tensor(string)": "TYPE_STRING",
+    "tensor(int32)": "TYPE_INT32",
+    "tensor(int64)": "TYPE_INT64",
+    "tensor(float)": "TYPE_FP32",
+    "tensor(uint8)": "TYPE_UINT8",
+}
 
 
 def triton_python() -> Path:
@@ -52,9 +56,11 @@ def parsed_config(path: Path) -> dict:
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("triton")
     export(str(DEMO_DIR), str(folder / "text.onnx"))
+    export(str(DEMO_DIR), str(folder / "text-extensions.onnx"), tokenizer="extensions")
     export(str(DEMO_DIR), str(folder / "ids.onnx"), tokenizer=False)
     (folder / "repo").mkdir()
-    return {"text": folder / "text.onnx", "ids": folder / "ids.onnx", "repo": folder / "repo"}
+    names = ("text", "text-extensions", "ids")
+    return {**{name: folder / f"{name}.onnx" for name in names}, "repo": folder / "repo"}
 
 
 def graphgen_triton(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -62,9 +68,9 @@ def graphgen_triton(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
 
 
-@pytest.mark.parametrize("interface", ["text", "ids"])
+@pytest.mark.parametrize("interface", ["text", "text-extensions", "ids"])
 def test_config_parses_and_matches_the_model(files: dict[str, Path], interface: str) -> None:
-    name = f"graphgen_{interface}"
+    name = f"graphgen_{interface.replace('-', '_')}"
     done = graphgen_triton(
         files[interface], "-o", files["repo"], "--name", name, "--num-return-sequences", "2", "--max-batch-size", "8"
     )
@@ -75,14 +81,13 @@ def test_config_parses_and_matches_the_model(files: dict[str, Path], interface: 
     assert config["name"] == name and config["backend"] == "onnxruntime" and config["max_batch_size"] == 8
     assert "max_queue_delay_microseconds" in config["dynamic_batching"]
     assert config["instance_group"] == [{"count": 1, "kind": "KIND_CPU"}]
-    if interface == "text":
+    if interface == "text-extensions":
         library = "/opt/tritonserver/ortextensions/libortextensions.so"  # the default
         assert config["model_operations"] == {"op_library_filename": [library]}
     else:
-        assert "model_operations" not in config  # the id-level file needs no extensions library
+        assert "model_operations" not in config  # the default text file and the id-level file need no library
 
-    options = session_options() if interface == "text" else ort.SessionOptions()
-    session = ort.InferenceSession(str(entry / "1" / "model.onnx"), options, providers=["CPUExecutionProvider"])
+    session = file_session(entry / "1" / "model.onnx")
     assert session.get_overridable_initializers() == []  # no optional inputs left
     for declared, actual in ((config["input"], session.get_inputs()), (config["output"], session.get_outputs())):
         assert [d["name"] for d in declared] == [a.name for a in actual]
@@ -92,22 +97,30 @@ def test_config_parses_and_matches_the_model(files: dict[str, Path], interface: 
             assert rank == len(a.shape), (d, a.shape)
             if "reshape" in d:
                 assert d["dims"] == ["1"] and d["reshape"] == {}  # [batch] tensors: one element per request
-    if interface == "text":
+    if interface.startswith("text"):
         translation = next(d for d in config["output"] if d["name"] == "translation")
         assert translation["dims"] == ["2"]  # the baked num_return_sequences
 
 
-def test_baked_model_answers_batched_requests_as_the_translator(files: dict[str, Path]) -> None:
-    done = graphgen_triton(files["text"], "-o", files["repo"], "--name", "baked", "--num-beams", "2", "--truncate")
+@pytest.mark.parametrize("interface", ["text", "text-extensions"])
+def test_baked_model_answers_batched_requests_as_the_translator(files: dict[str, Path], interface: str) -> None:
+    """Five clients' single texts, concatenated by the dynamic batcher. Triton batches requests of one
+    shape: clients of the default file pad their UTF-8 bytes to one width (zero bytes are ignored)."""
+    name = f"baked_{interface.replace('-', '_')}"
+    done = graphgen_triton(files[interface], "-o", files["repo"], "--name", name, "--num-beams", "2", "--truncate")
     assert done.returncode == 0, done.stderr[-2000:]
-    session = ort.InferenceSession(
-        str(files["repo"] / "baked" / "1" / "model.onnx"), session_options(), providers=["CPUExecutionProvider"]
-    )
-    requests = SOURCES[:5]  # five clients' single texts, concatenated by the dynamic batcher
-    (translation,) = session.run(["translation"], {"text": np.array(requests, dtype=object)})
-    expected = Translator(files["text"]).translate(requests, num_beams=2, truncate=True)
+    session = file_session(files["repo"] / name / "1" / "model.onnx")
+    requests = SOURCES[:5]
+    if interface == "text":
+        width = 256
+        padded = [np.pad(np.frombuffer(text.encode(), np.uint8), (0, width - len(text.encode()))) for text in requests]
+        feeds = {"text_utf8": np.stack(padded)}
+    else:
+        feeds = {"text": np.array(requests, dtype=object)}
+    (translation,) = session.run(["translation"], feeds)
+    expected = Translator(files[interface]).translate(requests, num_beams=2, truncate=True)
     assert [row[0] for row in translation] == expected
-    config = (files["repo"] / "baked" / "config.pbtxt").read_text(encoding="utf-8")
+    config = (files["repo"] / name / "config.pbtxt").read_text(encoding="utf-8")
     assert '"num_beams": 2' in config and '"truncate": true' in config
 
 

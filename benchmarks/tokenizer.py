@@ -1,0 +1,367 @@
+"""The portable tokenizer (standard ONNX ops) against onnxruntime-extensions' SentencePiece op.
+
+    python benchmarks/tokenizer.py        # `make bench` runs it; writes benchmarks/tokenizer_report.md
+
+What it measures, on a full-size opus-mt vocabulary (a source.spm of 32,000 unigram pieces built
+here, with the real nmt_nfkc normalizer: no hub, so the pieces are synthetic, their count, lengths
+and scores as a real one's) and the full opus-mt-en-zh model shape (random weights):
+
+* the encoding half of each text file alone (text → input_ids, attention_mask), batch 1 and 16,
+  20-token and 200-token English sentences, one thread, median of N runs;
+* a batch-1 greedy translation of the 20-token sentence (20 new tokens) through the whole text
+  file, so the tokenizer's share of a translation is on the same scale;
+* the two text files' sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+DEMO = ROOT / "models" / "demo-en-zh"
+PIECES = 32_000
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "that",
+    "for",
+    "on",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "his",
+    "her",
+    "they",
+    "which",
+    "this",
+    "be",
+    "are",
+    "an",
+    "or",
+    "had",
+    "not",
+    "but",
+    "have",
+    "one",
+    "were",
+    "all",
+    "their",
+    "there",
+    "been",
+    "when",
+    "who",
+    "more",
+    "will",
+    "would",
+    "no",
+    "if",
+    "out",
+    "so",
+    "said",
+    "what",
+    "up",
+    "its",
+    "about",
+    "than",
+    "into",
+    "them",
+    "can",
+    "only",
+    "other",
+    "new",
+    "some",
+    "time",
+    "could",
+    "these",
+    "two",
+    "may",
+    "first",
+    "then",
+    "do",
+    "any",
+    "like",
+    "my",
+    "now",
+    "over",
+    "such",
+    "our",
+    "man",
+    "me",
+    "even",
+    "most",
+    "made",
+    "after",
+    "also",
+    "did",
+    "many",
+    "before",
+    "must",
+    "through",
+    "back",
+    "years",
+    "where",
+    "much",
+    "your",
+    "way",
+    "well",
+    "down",
+    "should",
+    "because",
+    "each",
+    "just",
+    "those",
+    "people",
+    "how",
+    "too",
+    "little",
+    "state",
+    "good",
+    "very",
+    "make",
+    "world",
+    "still",
+    "own",
+    "see",
+    "men",
+    "work",
+    "long",
+    "get",
+    "here",
+    "between",
+    "both",
+    "life",
+    "being",
+    "under",
+    "never",
+    "day",
+    "same",
+    "another",
+    "know",
+    "while",
+    "last",
+    "might",
+    "us",
+    "great",
+    "old",
+    "year",
+    "off",
+    "come",
+    "since",
+    "against",
+    "go",
+    "came",
+    "right",
+    "used",
+    "take",
+    "three",
+    "meeting",
+    "morning",
+    "sister",
+    "bought",
+    "books",
+    "yesterday",
+    "number",
+    "cats",
+    "translation",
+    "model",
+    "graph",
+    "runtime",
+    "browser",
+    "language",
+]
+
+
+def synthetic_spm(path: Path, count: int = PIECES, seed: int = 0) -> Path:
+    """A unigram source.spm with ``count`` pieces: the demo's model (its normalizer, special pieces)
+    with pieces added: frequent words whole, then word beginnings, endings and random letter runs."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString((DEMO / "source.spm").read_bytes())
+    rng = random.Random(seed)
+    existing = {piece.piece for piece in proto.pieces}
+    letters = "etaoinshrdlcumwfgypbvkjxqz"
+    candidates = [f"▁{w}" for w in WORDS] + list(WORDS)
+    while len(candidates) < 4 * count:
+        length = min(16, 1 + int(rng.expovariate(1 / 4)))
+        word = "".join(rng.choices(letters, weights=range(len(letters), 0, -1), k=length))
+        candidates.append(("▁" if rng.random() < 0.4 else "") + word)
+    kinds = sentencepiece_model_pb2.ModelProto.SentencePiece
+    for rank, piece in enumerate(dict.fromkeys(candidates)):
+        if len(proto.pieces) >= count:
+            break
+        if piece in existing:
+            continue
+        added = proto.pieces.add()
+        added.piece, added.score, added.type = piece, -3.0 - 12.0 * rank / count - rng.random(), kinds.NORMAL
+    path.write_bytes(proto.SerializeToString())
+    return path
+
+
+def checkpoint(directory: Path) -> Path:
+    """The full opus-mt-en-zh shape with random weights and the synthetic vocabulary."""
+    import sentencepiece as spm
+    from test_full_size import opus_mt_shaped_checkpoint
+
+    opus_mt_shaped_checkpoint(directory)
+    synthetic_spm(directory / "source.spm")
+    (directory / "target.spm").write_bytes((directory / "source.spm").read_bytes())
+    processor = spm.SentencePieceProcessor(model_file=str(directory / "source.spm"))
+    pieces = ["</s>", "<unk>", ">>cmn_Hans<<"]
+    pieces += [p for p in map(processor.id_to_piece, range(processor.get_piece_size())) if p not in pieces]
+    pieces = pieces[: 65000 - 1]
+    pieces += [f"<extra_{i}>" for i in range(65000 - len(pieces))] + ["<pad>"]
+    (directory / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}), encoding="utf-8")
+    config = {"separate_vocabs": False, "model_max_length": 512, "tokenizer_class": "MarianTokenizer"}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return directory
+
+
+def sentence(tokens: int, seed: int) -> str:
+    """An English sentence of about ``tokens`` words (each a token or two of the vocabulary)."""
+    rng = random.Random(seed)
+    return ">>cmn_Hans<< " + " ".join(rng.choice(WORDS) for _ in range(tokens)).capitalize() + "."
+
+
+def encoder_sessions(directory: Path, threads: int) -> dict[str, object]:
+    """The encoding half of each kind of text file, as a session of its own."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from custom_ops import GraphBuilder
+    from custom_ops.builder import EXTENSIONS_DOMAIN, INT32, ML_DOMAIN, ML_OPSET, STRING
+    from graphgen._assemble import make_model
+    from graphgen._portable_tokenizer import add_portable_tokenizer
+    from graphgen._runtime import session_options
+    from graphgen._tokenizer_graphs import add_tokenizer, load_vocabulary
+
+    vocabulary = load_vocabulary(directory)
+    sessions = {}
+    for kind in ("onnx", "extensions"):
+        b = GraphBuilder("tokenizer")
+        if kind == "onnx":
+            name, elem, shape = "text_utf8", TensorProto.UINT8, ["batch", "bytes"]
+            ids, mask, _ = add_portable_tokenizer(b, name, vocabulary.portable_spec(0, 65000), max_length=512)
+        else:
+            name, elem, shape = "text", STRING, ["batch"]
+            ids, mask = add_tokenizer(b, name, vocabulary, 0, 65000, max_length=512)
+        b.output(ids, "input_ids", INT32, ["batch", "length"])
+        b.output(mask, "attention_mask", INT32, ["batch", "length"])
+        tables = [numpy_helper.from_array(a, n) for n, a in b.derived_weights.items()]
+        graph = helper.make_graph(
+            b.nodes,
+            "t",
+            [helper.make_tensor_value_info(name, elem, shape)],
+            b.outputs,
+            initializer=[*b.constants, *tables],
+        )
+        model = make_model(graph, {}, domains=[(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)])
+        sessions[kind] = ort.InferenceSession(
+            model.SerializeToString(), session_options(threads, extensions=kind == "extensions")
+        )
+    return sessions
+
+
+def feeds(kind: str, texts: list[str]) -> dict[str, np.ndarray]:
+    from graphgen._runtime import utf8_batch
+
+    return {"text_utf8": utf8_batch(texts)} if kind == "onnx" else {"text": np.array(texts, dtype=object)}
+
+
+def median_ms(run, runs: int) -> float:
+    run()
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--report", type=Path, default=HERE / "tokenizer_report.md")
+    args = parser.parse_args()
+
+    from graphgen import Translator, export
+
+    with tempfile.TemporaryDirectory() as folder:
+        directory = checkpoint(Path(folder) / "opus-mt-shape")
+        files = {}
+        for kind in ("onnx", "extensions"):
+            files[kind] = Path(folder) / f"{kind}.onnx"
+            export(directory, files[kind], tokenizer=kind, progress=lambda _: None)
+        sizes = {kind: path.stat().st_size for kind, path in files.items()}
+        sessions = encoder_sessions(directory, args.threads)
+        rows = []
+        for label, tokens in (("20-token", 20), ("200-token", 200)):
+            for batch in (1, 16):
+                texts = [sentence(tokens, seed) for seed in range(batch)]
+                times = {
+                    kind: median_ms(lambda kind=kind: session.run(None, feeds(kind, texts)), args.runs)
+                    for kind, session in sessions.items()
+                }
+                ids = {kind: session.run(None, feeds(kind, texts))[0] for kind, session in sessions.items()}
+                assert np.array_equal(ids["onnx"], ids["extensions"]), "the two tokenizers disagree"
+                rows.append((label, batch, int(ids["onnx"].shape[1]), times["onnx"], times["extensions"]))
+        translator = Translator(files["onnx"], threads=args.threads)
+        text = [sentence(20, 0)]
+        greedy = {"num_beams": 1, "max_length": 21, "min_length": 21}
+        translate_ms = median_ms(lambda: translator.translate(text, **greedy), max(3, args.runs // 4))
+
+    lines = [
+        "# The portable tokenizer against the extensions' SentencePiece op",
+        "",
+        f"Written by `benchmarks/tokenizer.py` ({args.threads} thread, median of {args.runs} runs). Vocabulary: a",
+        f"{PIECES:,}-piece unigram source.spm (synthetic pieces, the real nmt_nfkc normalizer) in the full",
+        "opus-mt-en-zh shape (random weights). Times are for the encoding half alone (text → ids and mask);",
+        "both kinds give the same ids for every input here (asserted).",
+        "",
+        "| input | batch | tokens (longest) | portable (ONNX ops) ms | extensions op ms | ratio |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, batch, width, portable, extensions in rows:
+        lines.append(
+            f"| {label} | {batch} | {width} | {portable:.2f} | {extensions:.2f} | {portable / extensions:.1f}× |"
+        )
+    share = rows[0][3] / translate_ms
+    lines += [
+        "",
+        "A batch-1 greedy translation of the 20-token sentence (20 new tokens) through the whole portable file:",
+        f"{translate_ms:.0f} ms, of which tokenizing is {rows[0][3]:.2f} ms: **{100 * share:.1f}%** (target: ≤ 5%).",
+        "",
+        "| file (full opus-mt shape, float32) | bytes | MB |",
+        "|---|---:|---:|",
+        f"| `--tokenizer onnx` (portable) | {sizes['onnx']:,} | {sizes['onnx'] / 1e6:.1f} |",
+        f"| `--tokenizer extensions` | {sizes['extensions']:,} | {sizes['extensions'] / 1e6:.1f} |",
+        f"| difference | {sizes['onnx'] - sizes['extensions']:+,} | {(sizes['onnx'] - sizes['extensions']) / 1e6:+.1f} |",
+        "",
+    ]
+    args.report.write_text("\n".join(lines), encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
