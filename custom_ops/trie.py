@@ -63,8 +63,9 @@ class CodepointTrie:
         return self.values[node]
 
     def value_table(self) -> np.ndarray:
-        """Per node its value, plus a last entry for the "no node" index -1."""
-        return np.array([*self.values, MISSING], dtype=np.int64)
+        """Per node its value, plus a last entry for the "no node" index -1 (int32 when it fits)."""
+        table = np.array([*self.values, MISSING], dtype=np.int64)
+        return table.astype(np.int32) if table.max(initial=0) < 2**31 else table
 
 
 def _step(b: GraphBuilder, trie: CodepointTrie, node: str, code: str) -> str:
@@ -91,7 +92,7 @@ def walk(b: GraphBuilder, trie: CodepointTrie, codes: str, begin: str, limit: st
         at = g.op("Min", [g.add(begin, d), end])
         code = g.op("Where", [g.op("Less", [d, limit]), g.op("Gather", [padded, at]), g.const(np.int64(NO_CODE))])
         child = _step(g, trie, node, code)
-        return None, [child], [(g.op("Gather", [values, child]), INT64)]
+        return None, [child], [(g.op("Cast", [g.op("Gather", [values, child])], to=INT64), INT64)]
 
     start = b.op("Mul", [begin, b.const(np.int64(0))])
     _, found = b.loop(b.const(np.int64(trie.depth)), [(start, INT64)], body, hint=name)

@@ -120,10 +120,14 @@ def decode_utf8(b: GraphBuilder, data: str) -> tuple[str, Segments]:
 
 
 def utf8_table(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Texts as one byte pool: ``(pool uint8, start int64, length int64)`` per text."""
-    encoded = [text.encode("utf-8") for text in texts]
-    lengths = np.array([len(e) for e in encoded], dtype=np.int64)
-    begin = (np.cumsum(lengths) - lengths).astype(np.int64)
+    """Texts as one byte pool, each distinct text once: ``(pool uint8, start int32, length int32)``
+    per text."""
+    distinct = list(dict.fromkeys(texts))
+    encoded = [text.encode("utf-8") for text in distinct]
+    sizes = np.array([len(e) for e in encoded], dtype=np.int64)
+    starts_at = dict(zip(distinct, (np.cumsum(sizes) - sizes).tolist(), strict=True))
+    begin = np.array([starts_at[text] for text in texts], dtype=np.int32)
+    lengths = np.array([len(text.encode("utf-8")) for text in texts], dtype=np.int32)
     pool = np.frombuffer(b"".join(encoded) + b"\0", dtype=np.uint8).copy()
     return pool, begin, lengths
 
@@ -135,7 +139,8 @@ def join_bytes(b: GraphBuilder, index: str, texts: list[str], name: str) -> tupl
     shape = b.op("Shape", [index])
     lead = b.op("Slice", [shape, b.const(i64(0)), b.const(i64(2))])
     rows = b.op("ReduceProd", [lead], keepdims=1)
-    per_token = b.op("Gather", [b.derived(f"{name}_length", lengths), b.op("Reshape", [index, b.const(i64(-1))])])
+    flat = b.op("Reshape", [index, b.const(i64(-1))])
+    per_token = b.op("Cast", [b.op("Gather", [b.derived(f"{name}_length", lengths), flat])], to=INT64)
     tokens = b.op(
         "Reshape",
         [per_token, b.op("Concat", [rows, b.op("Slice", [shape, b.const(i64(2)), b.const(i64(3))])], axis=0)],
@@ -146,13 +151,8 @@ def join_bytes(b: GraphBuilder, index: str, texts: list[str], name: str) -> tupl
     # Every output byte: the token it comes from and its place in the token (the rows' bytes follow
     # each other, row-major), then its place in its row of the [rows, width] result.
     token, k = expand(b, per_token)
-    source = b.add(
-        b.op(
-            "Gather",
-            [b.derived(f"{name}_begin", begin), b.op("Gather", [b.op("Reshape", [index, b.const(i64(-1))]), token])],
-        ),
-        k,
-    )
+    first = b.op("Gather", [b.derived(f"{name}_begin", begin), b.op("Gather", [flat, token])])
+    source = b.add(b.op("Cast", [first], to=INT64), k)
     data = b.op("Gather", [b.derived(f"{name}_bytes", pool), source])
     row_begin = b.op("Sub", [b.op("CumSum", [per_row, b.const(np.int64(0))]), per_row])
     tokens_per_row = b.op("Slice", [shape, b.const(i64(2)), b.const(i64(3))])

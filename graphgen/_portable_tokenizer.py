@@ -377,7 +377,8 @@ def _segment(b: GraphBuilder, spec: PortableSpec, codes: str, chunks: Segments) 
     ids = tokens.ids
     unknown = b.op("Equal", [ids, b.const(np.int64(model.unk_id))])
     if spec.to_model_ids is not None:
-        ids = b.op("Gather", [b.derived("piece_to_model_ids", spec.to_model_ids), ids])
+        table = spec.to_model_ids.astype(np.int32 if spec.to_model_ids.max(initial=0) < 2**31 else np.int64)
+        ids = b.op("Cast", [b.op("Gather", [b.derived("piece_to_model_ids", table), ids])], to=INT64)
     if spec.unknown_runs:
         trie = CodepointTrie.build((_codes(text), index) for text, index in spec.unknown_runs.items())
         found = lookup(b, trie, codes, tokens.begin, tokens.length, "unknown_runs")
