@@ -65,9 +65,11 @@ $(OPTIMUM_VENV)/.installed:
 	  "transformers>=4.57,<4.58" torch==2.13.0 sentencepiece
 	touch $@
 
-# Writes benchmarks/report.md and benchmarks/latency_vs_length.png (about 15 minutes here), then
+# Writes benchmarks/tokenizer_report.md (the portable tokenizer against the extensions op, under a
+# minute), benchmarks/report.md and benchmarks/latency_vs_length.png (about 15 minutes here), then
 # benchmarks/families_report.md: the full-size NLLB-200-distilled-600M and mBART-50 shapes.
 bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
+	$(PY) benchmarks/tokenizer.py
 	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python
 	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python --models nllb,mbart \
 	  --systems hf,optimum,ct2-float32,ct2-int8,graphgen-fp32,graphgen-int8 --runs 3 --new-tokens 20 \

@@ -54,7 +54,7 @@ from custom_ops import (
 from custom_ops.builder import BOOL, INT32, INT64, i64
 
 from ._errors import CheckpointError, UnsupportedModelError
-from ._portable_tokenizer import PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
+from ._portable_tokenizer import PipelineSteps, PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
 from ._tokenizer_graphs import check_spm, sentencepiece_op
 
 NO_LANGUAGE = ""  # a target_language that forces nothing (HF generate without forced_bos_token_id)
@@ -167,13 +167,8 @@ def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         raise UnsupportedModelError(f"the tokenizer of {directory} loads without its tokenizers pipeline")
-    pipeline = json.loads(backend.to_str())
-    normalizer = pipeline.get("normalizer") or {}
-    steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer]
-    kinds = [step.get("type") for step in steps]
-    pre = pipeline.get("pre_tokenizer") or {}
-    pre_steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
-    pre_kinds = [step.get("type") for step in pre_steps]
+    parts = PipelineSteps.of(json.loads(backend.to_str()))
+    steps, kinds, pre_steps, pre_kinds = parts.steps, parts.kinds, parts.pre_steps, parts.pre_kinds
     metaspace = pre_steps[-1] if pre_steps else {}
     metaspace_ok = metaspace.get("prepend_scheme") == "always" and metaspace.get("split", True)
     replace_ok = all(

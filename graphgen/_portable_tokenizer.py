@@ -194,16 +194,30 @@ def spec_for_sentencepiece(
     )
 
 
+@dataclass(frozen=True)
+class PipelineSteps:
+    """A ``tokenizers`` pipeline's normalizer and pre-tokenizer steps (from its JSON)."""
+
+    steps: list[dict[str, Any]]
+    kinds: list[str | None]
+    pre_steps: list[dict[str, Any]]
+    pre_kinds: list[str | None]
+
+    @classmethod
+    def of(cls, pipeline: dict[str, Any]) -> PipelineSteps:
+        normalizer = pipeline.get("normalizer") or {}
+        steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer]
+        pre = pipeline.get("pre_tokenizer") or {}
+        pre_steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+        return cls(steps, [s.get("type") for s in steps], pre_steps, [s.get("type") for s in pre_steps])
+
+
 def spec_for_tokenizers(
     pipeline: dict[str, Any], split_tokens: dict[str, int], eos_id: int, pad_id: int, name: str
 ) -> PortableSpec:
     """NLLB, mBART-50, T5: the ``tokenizers`` pipeline that transformers 5 builds (its JSON)."""
-    normalizer = pipeline.get("normalizer") or {}
-    steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer]
-    kinds = [step.get("type") for step in steps]
-    pre = pipeline.get("pre_tokenizer") or {}
-    pre_steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
-    pre_kinds = [step.get("type") for step in pre_steps]
+    parts = PipelineSteps.of(pipeline)
+    steps, kinds, pre_steps, pre_kinds = parts.steps, parts.kinds, parts.pre_steps, parts.pre_kinds
     meta = pre_steps[-1] if pre_steps else {}
     ok = (
         kinds
@@ -465,4 +479,4 @@ def add_portable_tokenizer(
     return ids, mask, batch
 
 
-__all__ = ["PortableSpec", "add_portable_tokenizer", "spec_for_sentencepiece", "spec_for_tokenizers"]
+__all__ = ["PipelineSteps", "PortableSpec", "add_portable_tokenizer", "spec_for_sentencepiece", "spec_for_tokenizers"]

@@ -6,6 +6,7 @@ import difflib
 import importlib.util
 import json
 import math
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,9 +85,16 @@ def generation_settings(
     return values
 
 
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: one U+FFFD each, as JavaScript's TextEncoder does
+        return re.sub("[\ud800-\udfff]", "\ufffd", text).encode("utf-8")
+
+
 def utf8_batch(texts: Sequence[str]) -> np.ndarray:
     """Texts as the portable tokenizer's ``text_utf8`` input: uint8 ``[batch, longest]``, zero-padded."""
-    encoded = [text.encode("utf-8", errors="surrogatepass") for text in texts]
+    encoded = [_utf8(text) for text in texts]
     batch = np.zeros((len(encoded), max((len(e) for e in encoded), default=0)), dtype=np.uint8)
     for row, data in enumerate(encoded):
         batch[row, : len(data)] = np.frombuffer(data, dtype=np.uint8)
