@@ -164,9 +164,9 @@ def strip_tables(pieces: list[str]) -> np.ndarray:
     return np.array([*(p for kind in kinds for p in kind), ""], dtype=object)
 
 
-def strip_index(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> tuple[str, str]:
-    """int ``[B, R, L]`` ids → (int64 ``[B, R, L]`` indices into ``tables``, the table's value name):
-    the pieces of each row, joined, are the row ``str.strip``-ed.
+def strip_index(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> str:
+    """int ``[B, R, L]`` ids → int64 ``[B, R, L + 1]`` indices into ``tables``: the texts of each row,
+    joined, are the row ``str.strip``-ed.
 
     Stripping the joined text equals dropping the whitespace-only pieces at both ends and
     stripping the first and last remaining piece on their outer side; each position therefore
@@ -175,7 +175,6 @@ def strip_index(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> tup
     """
     size = (len(tables) - 1) // 4
     blank = np.array([not p.strip() for p in tables[:size]] + [True])
-    table = b.derived(name, tables)
     # One blank column more (id ``size``: "" in every kind) so that ArgMax never sees an empty axis.
     spare_shape = b.op(
         "Concat", [b.op("Slice", [b.op("Shape", [ids]), b.const(i64(0)), b.const(i64(2))]), b.const(i64(1))], axis=0
@@ -204,20 +203,19 @@ def strip_index(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> tup
         ],
     )
     index = b.op("Add", [b.op("Mul", [kind, b.const(np.int64(size))]), ids])
-    return b.op("Where", [inside, index, b.const(np.int64(4 * size), "blank_index")]), table
+    return b.op("Where", [inside, index, b.const(np.int64(4 * size), "blank_index")])
 
 
-def join_strings(b: GraphBuilder, index: str, table: str) -> str:
-    """int64 ``[B, R, L]`` indices into the string ``table`` → string ``[B, R]``, the texts joined."""
-    pieces = b.op("Gather", [table, index])
+def join_strings(b: GraphBuilder, index: str, texts: np.ndarray, name: str) -> str:
+    """int64 ``[B, R, L]`` indices into ``texts`` → string ``[B, R]``, each row's texts joined."""
+    pieces = b.op("Gather", [b.derived(name, texts), index])
     return _join_last_axis(b, pieces, b.op("Gather", [b.op("Shape", [index]), b.const(i64(2))]))
 
 
 def join_and_strip(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> str:
     """int ``[B, R, L]`` ids → string ``[B, R]``: the pieces of each row joined, then ``str.strip``-ed
     (see ``strip_index``)."""
-    index, table = strip_index(b, ids, tables, name)
-    return join_strings(b, index, table)
+    return join_strings(b, strip_index(b, ids, tables, name), tables, name)
 
 
 def metaspace_tables(pieces: list[str], skipped: set[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -229,13 +227,12 @@ def metaspace_tables(pieces: list[str], skipped: set[int]) -> tuple[np.ndarray, 
     return np.array([*texts, ""], dtype=object), is_skipped
 
 
-def metaspace_index(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndarray], name: str) -> tuple[str, str]:
-    """int ``[B, R, L]`` ids → (int64 ``[B, R, L]`` indices into the text table, its value name), as
+def metaspace_index(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndarray], name: str) -> str:
+    """int ``[B, R, L]`` ids → int64 ``[B, R, L + 1]`` indices into the text table (``tables[0]``), as
     HF ``tokenizers``' Metaspace decoder with special tokens skipped: every ``▁`` becomes a space,
     except in the first kept token, where they are dropped; nothing is stripped (NLLB, mBART-50)."""
-    texts, is_skipped = tables
+    _, is_skipped = tables
     size = len(is_skipped) - 1
-    table = b.derived(name, texts)
     spare_shape = b.op(
         "Concat", [b.op("Slice", [b.op("Shape", [ids]), b.const(i64(0)), b.const(i64(2))]), b.const(i64(1))], axis=0
     )
@@ -250,13 +247,12 @@ def metaspace_index(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndar
     # The spare id is skipped and "" in both halves; a skipped id is "" in both halves too.
     index = b.op("Where", [b.op("Equal", [ids, b.const(np.int64(size))]), b.const(np.int64(2 * size)), ids])
     index = b.op("Add", [index, b.op("Mul", [is_first, b.const(np.int64(size))])])
-    return b.op("Min", [index, b.const(np.int64(2 * size))]), table
+    return b.op("Min", [index, b.const(np.int64(2 * size))])
 
 
 def join_metaspace(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndarray], name: str) -> str:
     """int ``[B, R, L]`` ids → string ``[B, R]`` (see ``metaspace_index``)."""
-    index, table = metaspace_index(b, ids, tables, name)
-    return join_strings(b, index, table)
+    return join_strings(b, metaspace_index(b, ids, tables, name), tables[0], name)
 
 
 def _join_last_axis(b: GraphBuilder, pieces: str, length: str) -> str:

@@ -6,6 +6,8 @@ Python path for them:
 
 * ``expected.txt``: ``graphgen.Translator`` output, one line per source (the Java, Rust, Go and
   JavaScript examples must give the same strings); ``empty.txt``: the translation of "";
+* ``demo-en-zh-no-strings.onnx``, ``nllb-no-strings-languages.onnx``: the same files without any
+  string tensor (``--no-strings``: languages and translations as UTF-8 bytes);
 * ``demo-en-zh-extensions.onnx``: the file with ``--tokenizer extensions``, which the examples
   (without onnxruntime-extensions) must refuse with a clear message;
 * ``demo-en-zh-greedy.onnx`` and ``expected-greedy.txt``: a copy baked with ``num_beams=1``
@@ -37,6 +39,7 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     text_model = out / "demo-en-zh.onnx"
     graphgen.export(str(DEMO), str(text_model), progress=lambda _: None)
+    graphgen.export(str(DEMO), str(out / "demo-en-zh-no-strings.onnx"), strings=False, progress=lambda _: None)
     # the other tokenizer kind, which the examples must refuse with a clear message
     graphgen.export(str(DEMO), str(out / "demo-en-zh-extensions.onnx"), tokenizer="extensions", progress=lambda _: None)
     sources = [line.split("\t")[0] for line in (DEMO / "test.tsv").read_text(encoding="utf-8").splitlines()]
@@ -70,6 +73,9 @@ def language_fixtures(out: Path, texts: list[str]) -> int:
     language_checkpoint(checkpoint, "NllbTokenizer", seed=1, num_beams=4)  # a seed whose targets differ on every text
     graphgen.export(str(checkpoint), str(out / "nllb.onnx"), progress=lambda _: None)
     write_baked(out / "nllb.onnx", out / "nllb-languages.onnx", keep_languages=True)
+    # without string tensors (languages as UTF-8 bytes too), for builds without the string type
+    graphgen.export(str(checkpoint), str(out / "nllb-no-strings.onnx"), strings=False, progress=lambda _: None)
+    write_baked(out / "nllb-no-strings.onnx", out / "nllb-no-strings-languages.onnx", keep_languages=True)
     translator = graphgen.Translator(out / "nllb.onnx")
     rows = []
     for target in ("zho_Hans", "fra_Latn", "deu_Latn"):

@@ -37,7 +37,25 @@ from custom_ops.text import join_strings
 from custom_ops.utf8 import join_bytes
 
 from ._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
-from ._contract import EXTENSIONS, PORTABLE, TEXT_UTF8, TOKENIZERS, TRANSLATION_LENGTHS, TRANSLATION_UTF8, Key
+from ._contract import (
+    ATTENTION_MASK,
+    EXTENSIONS,
+    INPUT_IDS,
+    PORTABLE,
+    SEQUENCES,
+    SOURCE_LANGUAGE,
+    SOURCE_LANGUAGE_UTF8,
+    TARGET_LANGUAGE,
+    TARGET_LANGUAGE_UTF8,
+    TEXT,
+    TEXT_UTF8,
+    TOKENIZERS,
+    TRANSLATION,
+    TRANSLATION_LENGTHS,
+    TRANSLATION_UTF8,
+    TRUNCATE,
+    Key,
+)
 from ._errors import GraphgenError, UnsupportedModelError
 from ._language_tokenizers import (
     LanguageVocabulary,
@@ -66,12 +84,6 @@ from ._search import (
 from ._spec import ModelSpec
 from ._subgraphs import build_decoder_graph, build_encoder_graph
 from ._tokenizer_graphs import MarianVocabulary, add_detokenizer, add_tokenizer, detokenizer_index
-
-TEXT_INPUT = "text"
-TEXT_OUTPUT = "translation"
-TRUNCATE_INPUT = "truncate"
-SOURCE_LANGUAGE_INPUT = "source_language"
-TARGET_LANGUAGE_INPUT = "target_language"
 
 IR_VERSION = 9  # opset 20's IR version
 
@@ -240,6 +252,105 @@ def _language_defaults(spec: ModelSpec, vocabulary: LanguageVocabulary) -> tuple
     return vocabulary.default_source, by_id[forced]
 
 
+@dataclass
+class _TextEnds:
+    """The tokenizer and detokenizer halves of a text file: their builders, inputs and outputs."""
+
+    pre: GraphBuilder
+    post: GraphBuilder
+    inputs: list[ValueInfoProto]  # the text, then the language inputs
+    defaults: list[TensorProto]  # the language inputs' defaults
+    outputs: list[ValueInfoProto]  # before sequences and sequence_scores
+
+
+def _language_input(name: str, default: str, utf8: bool) -> tuple[ValueInfoProto, TensorProto]:
+    """An optional language input: string ``[n]``, or (a file without strings) uint8 ``[n, bytes]``."""
+    if not utf8:
+        return (
+            helper.make_tensor_value_info(name, STRING, [f"{name}_rows"]),
+            numpy_helper.from_array(np.array([default], dtype=object), name),
+        )
+    data = np.frombuffer(default.encode("utf-8"), dtype=np.uint8).reshape(1, -1)
+    return (
+        helper.make_tensor_value_info(name, TensorProto.UINT8, [f"{name}_rows", f"{name}_bytes"]),
+        numpy_helper.from_array(data, name),
+    )
+
+
+def _text_ends(
+    spec: ModelSpec,
+    vocabulary: MarianVocabulary | LanguageVocabulary,
+    coded: LanguageVocabulary | None,
+    tokenizer: str,
+    strings: bool,
+) -> _TextEnds:
+    """Tokenizer (into ``input_ids``, ``attention_mask`` and, with languages, the forced first token)
+    and detokenizer (from ``sequences``) of a text file of the given kind."""
+    pre, post = GraphBuilder("tokenizer"), GraphBuilder("detokenizer")
+    limit = pre.op(
+        "Where",
+        [
+            TRUNCATE,
+            pre.const(i64(min(vocabulary.max_length, spec.max_positions))),
+            pre.const(i64(np.iinfo(np.int64).max)),
+        ],
+    )
+    portable = tokenizer == PORTABLE
+    text = TEXT_UTF8 if portable else TEXT
+    rows = pre.op("Shape", [text], start=0, end=1)
+    languages = (SOURCE_LANGUAGE, TARGET_LANGUAGE) if strings else (SOURCE_LANGUAGE_UTF8, TARGET_LANGUAGE_UTF8)
+    outputs: list[ValueInfoProto] = []
+    if portable:
+        if isinstance(vocabulary, MarianVocabulary):
+            portable_spec = vocabulary.portable_spec(spec.eos_token_id, spec.pad_token_id)
+            index, texts = detokenizer_index(post, SEQUENCES, vocabulary)
+        else:
+            portable_spec = vocabulary.portable_spec()
+            index, texts = language_detokenizer_index(post, SEQUENCES, vocabulary, spec.target_vocab_size)
+        source_ids = None
+        if coded is not None:
+            source = language_ids(pre, languages[0], coded, SOURCE_LANGUAGE, rows, utf8=not strings)
+            source_ids = pre.op("Cast", [source], to=INT64)
+        ids, mask, _ = add_portable_tokenizer(pre, TEXT_UTF8, portable_spec, max_length=limit, source_ids=source_ids)
+        if strings:
+            post.op("Identity", [join_strings(post, index, texts, "id_to_text")], outputs=[TRANSLATION])
+        utf8, lengths = join_bytes(post, index, [str(t) for t in texts], "id_to_text")
+        post.op("Identity", [utf8], outputs=[TRANSLATION_UTF8])
+        post.op("Identity", [lengths], outputs=[TRANSLATION_LENGTHS])
+        outputs += [
+            helper.make_tensor_value_info(
+                TRANSLATION_UTF8, TensorProto.UINT8, ["batch", "num_return_sequences", "translation_bytes"]
+            ),
+            helper.make_tensor_value_info(TRANSLATION_LENGTHS, INT64, ["batch", "num_return_sequences"]),
+        ]
+    elif isinstance(vocabulary, MarianVocabulary):
+        ids, mask = add_tokenizer(pre, TEXT, vocabulary, spec.eos_token_id, spec.pad_token_id, max_length=limit)
+        post.op("Identity", [add_detokenizer(post, SEQUENCES, vocabulary)], outputs=[TRANSLATION])
+    else:
+        source_input = SOURCE_LANGUAGE if coded is not None else None
+        ids, mask = add_language_tokenizer(pre, TEXT, source_input, vocabulary, max_length=limit)
+        detokenized = add_language_detokenizer(post, SEQUENCES, vocabulary, spec.target_vocab_size)
+        post.op("Identity", [detokenized], outputs=[TRANSLATION])
+    if strings:
+        outputs.insert(0, helper.make_tensor_value_info(TRANSLATION, STRING, ["batch", "num_return_sequences"]))
+    pre.op("Identity", [ids], outputs=[INPUT_IDS])
+    pre.op("Identity", [mask], outputs=[ATTENTION_MASK])
+    text_input = (
+        helper.make_tensor_value_info(TEXT_UTF8, TensorProto.UINT8, ["batch", "text_bytes"])
+        if portable
+        else helper.make_tensor_value_info(TEXT, STRING, ["batch"])
+    )
+    inputs, defaults = [text_input], []
+    if coded is not None:
+        target = language_ids(pre, languages[1], coded, TARGET_LANGUAGE, rows, utf8=not strings)
+        pre.op("Identity", [target], outputs=[FORCED_BOS_INPUT])
+        for name, default in zip(languages, _language_defaults(spec, coded), strict=True):
+            info, tensor = _language_input(name, default, utf8=not strings)
+            inputs.append(info)
+            defaults.append(tensor)
+    return _TextEnds(pre, post, inputs, defaults, outputs)
+
+
 def build_text_model(
     spec: ModelSpec,
     vocabulary: MarianVocabulary | LanguageVocabulary,
@@ -247,6 +358,7 @@ def build_text_model(
     int8: bool = False,
     search: str = "op",
     tokenizer: str = EXTENSIONS,
+    strings: bool = True,
 ) -> ModelProto:
     """strings in, strings out: tokenizer → search → detokenizer in one graph.
 
@@ -254,110 +366,47 @@ def build_text_model(
     the texts as zero-padded UTF-8 bytes (``text_utf8``, uint8 ``[batch, bytes]``) and also returns
     the translations as bytes (``translation_utf8``, ``translation_lengths``), and needs no custom-op
     library. ``"extensions"`` uses onnxruntime-extensions' SentencePiece op on a string ``text`` input.
+    ``strings=False`` (portable only) leaves every string tensor out, for ONNX Runtime builds without
+    the string type: no ``translation`` output, and the languages as UTF-8 bytes too
+    (``source_language_utf8``, ``target_language_utf8``, uint8 ``[1 or batch, bytes]``).
 
     A source with more tokens than the model has positions stops the run with a message naming
     the limit, unless the optional ``truncate`` input is true: then it is cut as HF's
     ``truncation=True`` cuts it, to the tokenizer's ``model_max_length`` (or the positions, when fewer).
-    With a language-coded tokenizer (NLLB, mBART-50, M2M100) the optional string inputs
+    With a language-coded tokenizer (NLLB, mBART-50, M2M100) the optional inputs
     ``source_language`` and ``target_language`` (one code, or one per text) choose the languages;
     the target's token is forced as the first one generated, and ``""`` forces nothing.
     """
+    if tokenizer not in TOKENIZERS:
+        raise GraphgenError(f"unknown tokenizer {tokenizer!r}; choose one of {', '.join(TOKENIZERS)}")
+    if not strings and tokenizer != PORTABLE:
+        raise GraphgenError("a file without strings needs the portable tokenizer (--tokenizer onnx)")
     coded = vocabulary if isinstance(vocabulary, LanguageVocabulary) and vocabulary.languages else None
     if coded is not None and search != "loop":
         raise UnsupportedModelError("target languages are forced by graphgen's own search: use search='loop'")
-    core = _search_core(spec, int8, f"shorten it, or set the optional input {TRUNCATE_INPUT} to true to cut it", search)
-    pre = GraphBuilder("tokenizer")
-    limit = pre.op(
-        "Where",
-        [
-            TRUNCATE_INPUT,
-            pre.const(i64(min(vocabulary.max_length, spec.max_positions))),
-            pre.const(i64(np.iinfo(np.int64).max)),
-        ],
-    )
-    post = GraphBuilder("detokenizer")
-    optional: list[tuple[ValueInfoProto, TensorProto]] = []
-    portable = tokenizer == PORTABLE
-    if tokenizer not in TOKENIZERS:
-        raise GraphgenError(f"unknown tokenizer {tokenizer!r}; choose one of {', '.join(TOKENIZERS)}")
-    rows = pre.op("Shape", [TEXT_UTF8], start=0, end=1) if portable else pre.op("Shape", [TEXT_INPUT])
-    extra_outputs: list[ValueInfoProto] = []
-    if portable:
-        if isinstance(vocabulary, MarianVocabulary):
-            portable_spec = vocabulary.portable_spec(spec.eos_token_id, spec.pad_token_id)
-            index, table, texts = detokenizer_index(post, "sequences", vocabulary)
-        else:
-            portable_spec = vocabulary.portable_spec()
-            index, table, texts = language_detokenizer_index(post, "sequences", vocabulary, spec.target_vocab_size)
-        source_ids = None
-        if coded is not None:
-            source_ids = pre.op(
-                "Cast", [language_ids(pre, SOURCE_LANGUAGE_INPUT, coded, SOURCE_LANGUAGE_INPUT, rows)], to=INT64
-            )
-        ids, mask, _ = add_portable_tokenizer(pre, TEXT_UTF8, portable_spec, max_length=limit, source_ids=source_ids)
-        detokenized = join_strings(post, index, table)
-        utf8, lengths = join_bytes(post, index, [str(text) for text in texts], "id_to_text")
-        post.op("Identity", [utf8], outputs=[TRANSLATION_UTF8])
-        post.op("Identity", [lengths], outputs=[TRANSLATION_LENGTHS])
-        extra_outputs = [
-            helper.make_tensor_value_info(
-                TRANSLATION_UTF8, TensorProto.UINT8, ["batch", "num_return_sequences", "translation_bytes"]
-            ),
-            helper.make_tensor_value_info(TRANSLATION_LENGTHS, INT64, ["batch", "num_return_sequences"]),
-        ]
-    elif isinstance(vocabulary, MarianVocabulary):
-        ids, mask = add_tokenizer(pre, TEXT_INPUT, vocabulary, spec.eos_token_id, spec.pad_token_id, max_length=limit)
-        detokenized = add_detokenizer(post, "sequences", vocabulary)
-    else:
-        source = SOURCE_LANGUAGE_INPUT if coded is not None else None
-        ids, mask = add_language_tokenizer(pre, TEXT_INPUT, source, vocabulary, max_length=limit)
-        detokenized = add_language_detokenizer(post, "sequences", vocabulary, spec.target_vocab_size)
-    if coded is not None:
-        target = language_ids(pre, TARGET_LANGUAGE_INPUT, coded, TARGET_LANGUAGE_INPUT, rows)
-        pre.op("Identity", [target], outputs=[FORCED_BOS_INPUT])
-        for name, default in zip(
-            (SOURCE_LANGUAGE_INPUT, TARGET_LANGUAGE_INPUT), _language_defaults(spec, coded), strict=True
-        ):
-            optional.append(
-                (
-                    helper.make_tensor_value_info(name, STRING, [f"{name}_rows"]),
-                    numpy_helper.from_array(np.array([default], dtype=object), name),
-                )
-            )
-    pre.op("Identity", [ids], outputs=["input_ids"])
-    pre.op("Identity", [mask], outputs=["attention_mask"])
-    post.op("Identity", [detokenized], outputs=[TEXT_OUTPUT])
-
+    core = _search_core(spec, int8, f"shorten it, or set the optional input {TRUNCATE} to true to cut it", search)
+    ends = _text_ends(spec, vocabulary, coded, tokenizer, strings)
     # The forced first token is an id-level input; text graphs choose it by target_language, or keep
     # the checkpoint's default as a constant.
     search_inputs = [i for i in core.inputs[len(ID_INPUTS) :] if i.name != FORCED_BOS_INPUT]
     initializers = [t for t in core.initializers if not (coded is not None and t.name == FORCED_BOS_INPUT)]
-    text_input = (
-        helper.make_tensor_value_info(TEXT_UTF8, TensorProto.UINT8, ["batch", "text_bytes"])
-        if portable
-        else helper.make_tensor_value_info(TEXT_INPUT, STRING, ["batch"])
-    )
     inputs = [
-        text_input,
+        *ends.inputs[:1],
         *search_inputs,
-        *(info for info, _ in optional),
-        helper.make_tensor_value_info(TRUNCATE_INPUT, TensorProto.BOOL, [1]),
+        *ends.inputs[1:],
+        helper.make_tensor_value_info(TRUNCATE, TensorProto.BOOL, [1]),
     ]
-    outputs = [
-        helper.make_tensor_value_info(TEXT_OUTPUT, STRING, ["batch", "num_return_sequences"]),
-        *extra_outputs,
-        *core.outputs,
-    ]
+    pre, post = ends.pre, ends.post
     tables = [numpy_helper.from_array(array, name) for b in (pre, post) for name, array in b.derived_weights.items()]
     graph = helper.make_graph(
         [*pre.nodes, *core.nodes, *post.nodes],
         "graphgen",
         inputs,
-        outputs,
+        [*ends.outputs, *core.outputs],
         initializer=[
             *initializers,
-            *(default for _, default in optional),
-            numpy_helper.from_array(np.array([False]), TRUNCATE_INPUT),  # the default: no truncation
+            *ends.defaults,
+            numpy_helper.from_array(np.array([False]), TRUNCATE),  # the default: no truncation
             *pre.constants,
             *post.constants,
             *tables,
@@ -365,15 +414,17 @@ def build_text_model(
     )
     props = metadata(spec, "text", int8, search)
     props[Key.TOKENIZER] = tokenizer
-    if not portable:
+    if not strings:
+        props[Key.STRINGS] = "none"
+    if tokenizer == EXTENSIONS:
         props[Key.CUSTOM_OP_DOMAINS] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
         props[Key.MIN_EXTENSIONS] = MIN_EXTENSIONS
     if coded is not None:
         source, target = _language_defaults(spec, coded)
-        props["graphgen.languages"] = json.dumps(sorted(coded.languages))
-        props["graphgen.source_language"] = source
-        props["graphgen.target_language"] = target
-    domains = [(ML_DOMAIN, ML_OPSET)] if portable else [(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)]
+        props[Key.LANGUAGES] = json.dumps(sorted(coded.languages))
+        props[Key.SOURCE_LANGUAGE] = source
+        props[Key.TARGET_LANGUAGE] = target
+    domains = [(ML_DOMAIN, ML_OPSET)] if tokenizer == PORTABLE else [(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)]
     model = make_model(graph, props, domains=domains)
     apply_compatibility_passes(model)
     return model

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, numpy_helper
 
+from ._contract import LANGUAGE_UTF8_INPUTS
 from ._errors import GraphgenError
 from ._runtime import FLOAT_PARAMETERS, INT_PARAMETERS, LANGUAGE_PARAMETERS, generation_settings
 from ._save import check_output_path, save_model
@@ -84,7 +85,7 @@ def load_baked(
         if meta.get("graphgen.interface") != "text":
             raise GraphgenError("--truncate applies to text-level files only")
         values["truncate"] = truncate
-    required = LANGUAGE_PARAMETERS if keep_languages else ()
+    required = (*LANGUAGE_PARAMETERS, *LANGUAGE_UTF8_INPUTS.values()) if keep_languages else ()
     if keep_languages and not meta.get("graphgen.languages"):
         raise GraphgenError(f"{source} has no language inputs to keep (only NLLB, M2M100 and mBART-50 files do)")
     baked = bake_optional_inputs(model, values, required)

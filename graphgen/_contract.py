@@ -20,12 +20,16 @@ TEXT_UTF8 = "text_utf8"  # uint8 [batch, bytes]: the portable tokenizer's input,
 TRUNCATE = "truncate"
 SOURCE_LANGUAGE = "source_language"
 TARGET_LANGUAGE = "target_language"
+# The same as UTF-8 bytes (uint8 [1 or batch, bytes]), in a file without strings (export --no-strings).
+SOURCE_LANGUAGE_UTF8 = "source_language_utf8"
+TARGET_LANGUAGE_UTF8 = "target_language_utf8"
 # Inputs of an id-level file (and of the search inside every file).
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
 INT_PARAMETERS = ("max_length", "min_length", "num_beams", "num_return_sequences")
 FLOAT_PARAMETERS = ("length_penalty", "repetition_penalty")
 LANGUAGE_PARAMETERS = (SOURCE_LANGUAGE, TARGET_LANGUAGE)
+LANGUAGE_UTF8_INPUTS = {SOURCE_LANGUAGE: SOURCE_LANGUAGE_UTF8, TARGET_LANGUAGE: TARGET_LANGUAGE_UTF8}
 # Outputs.
 TRANSLATION = "translation"  # string [batch, num_return_sequences]
 TRANSLATION_UTF8 = "translation_utf8"  # uint8 [batch, num_return_sequences, bytes], zero-padded
@@ -50,6 +54,7 @@ class Key:
     ARCHITECTURE = "graphgen.architecture"
     INTERFACE = "graphgen.interface"  # "text" or "ids"
     TOKENIZER = "graphgen.tokenizer"  # PORTABLE or EXTENSIONS (text files)
+    STRINGS = "graphgen.strings"  # "none" in a file without string tensors (export --no-strings)
     SEARCH = "graphgen.search"
     PRECISION = "graphgen.precision"
     GENERATION_DEFAULTS = "graphgen.generation_defaults"

@@ -62,6 +62,7 @@ def export(
     output: str | Path,
     *,
     tokenizer: bool | str = True,
+    strings: bool = True,
     int8: bool = False,
     fp16: bool = False,
     early_stopping: bool | None = None,
@@ -76,7 +77,9 @@ def export(
     zero-padded UTF-8 bytes and come out as strings and as bytes, and no custom-op library is
     needed. ``tokenizer="extensions"`` builds the tokenizer on onnxruntime-extensions' SentencePiece
     op instead (string input; the library must be registered at run time). With
-    ``tokenizer=False`` the graph takes and returns token ids. ``int8=True`` stores every matrix
+    ``tokenizer=False`` the graph takes and returns token ids. ``strings=False`` leaves every string
+    tensor out of a portable text file (the languages as UTF-8 bytes too, no ``translation``
+    output), for ONNX Runtime builds without the string type. ``int8=True`` stores every matrix
     (embedding tables and output projection included) as int8 with per-column scales.
     ``fp16=True`` converts the search to float16, for GPU execution providers.
     ``early_stopping`` overrides the checkpoint's setting. ``True`` finishes an input once
@@ -97,6 +100,8 @@ def export(
     if ort is not None and ort not in ORT_PLATFORMS:
         raise GraphgenError(f"unknown .ort platform {ort!r}; choose one of {', '.join(ORT_PLATFORMS)}")
     kind = tokenizer_kind(tokenizer)
+    if not strings and kind != PORTABLE:
+        raise GraphgenError("a file without strings is a text file with the portable tokenizer (--tokenizer onnx)")
     started = time.perf_counter()
     path = check_output_path(Path(output))
     report(f"loading {model}")
@@ -119,7 +124,7 @@ def export(
         onnx_model = build_id_model(spec, int8=int8, search=search)
     else:
         report(f"building the tokenizer graph ({kind})")
-        onnx_model = build_text_model(spec, vocabulary, int8=int8, search=search, tokenizer=kind)
+        onnx_model = build_text_model(spec, vocabulary, int8=int8, search=search, tokenizer=kind, strings=strings)
     if fp16:
         report("converting the search to float16")
         to_float16(onnx_model)

@@ -52,6 +52,9 @@ from custom_ops import (
     strip_tables,
 )
 from custom_ops.builder import BOOL, INT32, INT64, i64
+from custom_ops.flat import counts
+from custom_ops.trie import CodepointTrie, lookup
+from custom_ops.utf8 import decode_utf8
 
 from ._errors import CheckpointError, UnsupportedModelError
 from ._portable_tokenizer import PipelineSteps, PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
@@ -272,12 +275,26 @@ def _ends_in_whitespace(b: GraphBuilder, chunks: str, vocabulary: LanguageVocabu
     return b.op("Gather", [b.derived("spm_blank_pieces", blank), b.op("Gather", [padded, last])])
 
 
-def language_ids(b: GraphBuilder, codes: str, vocabulary: LanguageVocabulary, input_name: str, rows: str) -> str:
-    """String codes ``[1]`` or ``[rows]`` → int32 token ids ``[rows]``; an unknown code stops the run."""
+def language_ids(
+    b: GraphBuilder, codes: str, vocabulary: LanguageVocabulary, input_name: str, rows: str, utf8: bool = False
+) -> str:
+    """Codes ``[1]`` or ``[rows]`` → int32 token ids ``[rows]``; an unknown code stops the run. The
+    codes are strings, or with ``utf8`` zero-padded UTF-8 rows (uint8 ``[1 or rows, bytes]``), looked
+    up in a trie of the codes (a file without string tensors)."""
     table = dict(vocabulary.languages)
     if input_name == "target_language":
         table[NO_LANGUAGE] = -1
-    found = lookup_tokens(b, codes, table, -2)
+    if utf8:
+        points, segments = decode_utf8(b, codes)
+        trie = CodepointTrie.build(([ord(c) for c in code], index) for code, index in table.items() if code)
+        begin = b.op("Slice", [segments.splits, b.const(i64(0)), b.const(i64(-1))])
+        length = counts(b, segments)
+        found = lookup(b, trie, points, begin, length, f"{input_name}_codes")
+        empty = b.op("Equal", [length, b.const(np.int64(0))])
+        found = b.op("Where", [b.op("Less", [found, b.const(np.int64(0))]), b.const(np.int64(-2)), found])
+        found = b.op("Where", [empty, b.const(np.int64(table.get(NO_LANGUAGE, -2))), found])
+    else:
+        found = lookup_tokens(b, codes, table, -2)
     unknown = b.op("Cast", [b.op("Equal", [found, b.const(np.int64(-2))])], to=INT32)
     unknown = b.op("Cast", [b.op("ReduceMax", [unknown], keepdims=1)], to=BOOL)
     message = f"graphgen: unknown {input_name} (the file's metadata graphgen.languages lists the codes)"
@@ -339,15 +356,15 @@ def add_language_tokenizer(
 def add_language_detokenizer(b: GraphBuilder, sequences: str, vocabulary: LanguageVocabulary, size: int) -> str:
     """Append the decoding nodes: int32 ``[batch, beams, length]`` ids below ``size`` → string
     ``[batch, beams]``, as HF's ``batch_decode(skip_special_tokens=True)``."""
-    index, table, _ = language_detokenizer_index(b, sequences, vocabulary, size)
-    return join_strings(b, index, table)
+    index, texts = language_detokenizer_index(b, sequences, vocabulary, size)
+    return join_strings(b, index, texts, "id_to_text")
 
 
 def language_detokenizer_index(
     b: GraphBuilder, sequences: str, vocabulary: LanguageVocabulary, size: int
-) -> tuple[str, str, np.ndarray]:
+) -> tuple[str, np.ndarray]:
     """The decoding as indices into a text table: (int64 ``[batch, beams, length']`` indices, the
-    table's value name, the table) — joined, the texts of a row are HF's ``batch_decode``.
+    table) — joined, the texts of a row are HF's ``batch_decode``.
 
     M2M100's tokenizer decodes each run of pieces with SentencePiece and puts a special token's text
     between runs as is; the only such token that survives skipping is the unknown token that an id
@@ -364,7 +381,7 @@ def language_detokenizer_index(
     if vocabulary.metaspace:  # tokenizers drops the ids it lacks before its decoder sees the first token
         skipped |= set(range(count)) - known
         tables = metaspace_tables(pieces, skipped)
-        return (*metaspace_index(b, sequences, tables, "id_to_text"), tables[0])
+        return metaspace_index(b, sequences, tables, "id_to_text"), tables[0]
     texts = ["" if i in skipped else p.replace(METASPACE, " ") for i, p in enumerate(pieces)] + [""]
     after_verbatim = [text[1:] if text.startswith(" ") else text for text in texts]
     filler = count  # "" in both halves
@@ -375,4 +392,4 @@ def language_detokenizer_index(
     follows = b.op("Cast", [follows_marked(b, kept, verbatim, silent, "id_verbatim")], to=INT64)
     ids = b.op("Add", [kept, b.op("Mul", [follows, b.const(np.int64(count + 1))])])
     tables = strip_tables(texts + after_verbatim)
-    return (*strip_index(b, ids, tables, "id_to_text"), tables)
+    return strip_index(b, ids, tables, "id_to_text"), tables

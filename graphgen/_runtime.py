@@ -15,7 +15,18 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from ._contract import FLOAT_PARAMETERS, INT_PARAMETERS, LANGUAGE_PARAMETERS, TEXT, TEXT_UTF8, read_file_info
+from ._contract import (
+    FLOAT_PARAMETERS,
+    INT_PARAMETERS,
+    LANGUAGE_PARAMETERS,
+    LANGUAGE_UTF8_INPUTS,
+    TEXT,
+    TEXT_UTF8,
+    TRANSLATION,
+    TRANSLATION_LENGTHS,
+    TRANSLATION_UTF8,
+    read_file_info,
+)
 from ._errors import SOURCE_TOO_LONG_PREFIX, GraphgenError, SourceTooLongError
 
 __all__ = ["FLOAT_PARAMETERS", "INT_PARAMETERS", "LANGUAGE_PARAMETERS", "Translator", "generation_settings"]
@@ -165,11 +176,13 @@ class Translator:
         feeds: dict[str, np.ndarray] = {}
         for name in LANGUAGE_PARAMETERS:
             value = languages.get(name)
-            if value is None and name in self._required:  # a baked copy that kept them (bake --keep-languages)
+            as_bytes = LANGUAGE_UTF8_INPUTS[name] in self._inputs  # a file without strings (export --no-strings)
+            fed = LANGUAGE_UTF8_INPUTS[name] if as_bytes else name
+            if value is None and fed in self._required:  # a baked copy that kept them (bake --keep-languages)
                 value = getattr(self, name)
             if value is None:
                 continue
-            if name not in self._inputs:
+            if fed not in self._inputs:
                 if not self.languages:
                     raise GraphgenError(
                         f"{self.path} takes no {name}: its tokenizer has no language codes"
@@ -187,7 +200,7 @@ class Translator:
                     close = difflib.get_close_matches(code, self.languages, n=3)
                     hint = f"; did you mean {', '.join(close)}?" if close else ""
                     raise ValueError(f"unknown {name} {code!r} (graphgen.languages lists {len(self.languages)}){hint}")
-            feeds[name] = np.array(codes, dtype=object)
+            feeds[fed] = utf8_batch(codes) if as_bytes else np.array(codes, dtype=object)
         return feeds
 
     def run(
@@ -237,13 +250,20 @@ class Translator:
             }
         names = [output.name for output in self._session.get_outputs()]
         try:
-            results = self._session.run(names, feeds)
+            results = dict(zip(names, self._session.run(names, feeds), strict=True))
         except Exception as error:  # ORT's exception types differ between versions
             if SOURCE_TOO_LONG_PREFIX not in str(error):
                 raise
             indices = tuple(self.too_long(texts)) if len(texts) > 1 else (0,)
             raise self._too_long_error(indices) from None
-        return dict(zip(names, results, strict=True))
+        if TRANSLATION not in results:  # a file without strings: its translations are UTF-8 bytes
+            data, lengths = results[TRANSLATION_UTF8], results[TRANSLATION_LENGTHS]
+            decoded = [
+                bytes(row[:n]).decode("utf-8")
+                for row, n in zip(data.reshape(-1, data.shape[-1]), lengths.reshape(-1), strict=True)
+            ]
+            results[TRANSLATION] = np.array(decoded, dtype=object).reshape(lengths.shape)
+        return results
 
     def too_long(self, texts: Sequence[str]) -> list[int]:
         """Indices of the texts with more tokens than the model has positions.

@@ -214,15 +214,15 @@ def add_tokenizer(
 
 def add_detokenizer(b: GraphBuilder, sequences: str, vocabulary: MarianVocabulary) -> str:
     """Append the decoding nodes: int32 ``[batch, beams, length]`` ids → string ``[batch, beams]``."""
-    index, table, _ = detokenizer_index(b, sequences, vocabulary)
-    return join_strings(b, index, table)
+    index, texts = detokenizer_index(b, sequences, vocabulary)
+    return join_strings(b, index, texts, "id_to_text")
 
 
-def detokenizer_index(b: GraphBuilder, sequences: str, vocabulary: MarianVocabulary) -> tuple[str, str, np.ndarray]:
+def detokenizer_index(b: GraphBuilder, sequences: str, vocabulary: MarianVocabulary) -> tuple[str, np.ndarray]:
     """The decoding as indices into a text table: (int64 ``[batch, beams, length + 1]`` indices, the
-    table's value name, the table) — joined, the texts of a row are MarianTokenizer's decode."""
+    table) — joined, the texts of a row are MarianTokenizer's decode."""
     tables = strip_tables(id_to_text(vocabulary))
-    return (*strip_index(b, sequences, tables, "id_to_text"), tables)
+    return strip_index(b, sequences, tables, "id_to_text"), tables
 
 
 __all__ = ["MarianVocabulary", "add_detokenizer", "add_tokenizer", "i64", "load_vocabulary"]

@@ -28,6 +28,7 @@ def _export(args: argparse.Namespace) -> int:
         args.model,
         args.output,
         tokenizer=False if args.no_tokenizer else (args.tokenizer or True),
+        strings=not args.no_strings,
         int8=args.int8,
         fp16=args.fp16,
         early_stopping=True if args.early_stopping else None,
@@ -192,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
         "runs with nothing but ONNX Runtime in every binding (Node, the browser, Android, Java, Rust, Go, "
         "Python; input: UTF-8 bytes as text_utf8); extensions uses onnxruntime-extensions' SentencePiece op "
         "(input: strings as text; the extensions library must be registered where the file runs)",
+    )
+    export.add_argument(
+        "--no-strings",
+        action="store_true",
+        help="leave every string tensor out of the file (no translation output; translation_utf8 and, for "
+        "language-coded models, source_language_utf8/target_language_utf8 as UTF-8 bytes), for ONNX Runtime "
+        "builds without the string type such as onnxruntime-web's WebGPU builds",
     )
     export.add_argument(
         "--no-tokenizer",

@@ -57,12 +57,16 @@ export function utf8Tensor(ort, texts) {
   return new ort.Tensor("uint8", data, [rows.length, width]);
 }
 
-function languages(ort, value, count, name) {
+/** A language input: strings, or UTF-8 rows in a file without strings (export --no-strings). */
+function languages(ort, session, input, value, count, option) {
   const codes = typeof value === "string" ? [value] : Array.from(value);
   if (codes.length !== 1 && codes.length !== count) {
-    throw new Error(`give one ${name}, or one per text (${count})`);
+    throw new Error(`give one ${option}, or one per text (${count})`);
   }
-  return new ort.Tensor("string", codes, [codes.length]);
+  if (session.inputNames.includes(`${input}_utf8`)) {
+    return [`${input}_utf8`, utf8Tensor(ort, codes)];
+  }
+  return [input, new ort.Tensor("string", codes, [codes.length])];
 }
 
 /**
@@ -84,7 +88,7 @@ export async function translate({ ort, session }, texts, options = {}) {
   const inputs = { ...Object.fromEntries(Object.entries(SETTINGS).map(([o, [i]]) => [o, i])), truncate: "truncate",
     sourceLanguage: "source_language", targetLanguage: "target_language" };
   for (const [option, input] of Object.entries(inputs)) {
-    if (options[option] !== undefined && !accepted.has(input)) {
+    if (options[option] !== undefined && !accepted.has(input) && !accepted.has(`${input}_utf8`)) {
       const how = option.endsWith("Language") ? "graphgen bake --keep-languages" : `graphgen bake --${input.replaceAll("_", "-")}`;
       throw new Error(`this file has no ${input} input that JavaScript runtimes can set; use a copy made with \`${how}\``);
     }
@@ -95,11 +99,11 @@ export async function translate({ ort, session }, texts, options = {}) {
       feeds[input] = new ort.Tensor(type, Array_.from([options[option]]), [1]);
     }
   }
-  if (options.sourceLanguage !== undefined) {
-    feeds.source_language = languages(ort, options.sourceLanguage, texts.length, "sourceLanguage");
-  }
-  if (options.targetLanguage !== undefined) {
-    feeds.target_language = languages(ort, options.targetLanguage, texts.length, "targetLanguage");
+  for (const [option, input] of [["sourceLanguage", "source_language"], ["targetLanguage", "target_language"]]) {
+    if (options[option] !== undefined) {
+      const [name, tensor] = languages(ort, session, input, options[option], texts.length, option);
+      feeds[name] = tensor;
+    }
   }
   if (options.truncate !== undefined) {
     feeds.truncate = new ort.Tensor("bool", Uint8Array.from([options.truncate ? 1 : 0]), [1]);

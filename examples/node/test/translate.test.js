@@ -58,6 +58,23 @@ for (const [name, ort] of Object.entries(runtimes)) {
       assert.deepEqual(got, mixed.map((row) => row[3]));
     });
 
+    test("files without string tensors (--no-strings) give the same translations", async () => {
+      const translator = await openTranslator(ort, `${fixtures}demo-en-zh-no-strings.onnx`);
+      assert.ok(!translator.session.outputNames.includes("translation"));
+      const batched = [];
+      for (let start = 0; start < 64; start += 16) {
+        batched.push(...(await translate(translator, sources.slice(start, start + 16))));
+      }
+      assert.deepEqual(batched, expected.slice(0, 64));
+      const nllb = await openTranslator(ort, `${fixtures}nllb-no-strings-languages.onnx`);
+      const mixed = rows.filter((_, index) => index % 5 === 0);
+      const got = await translate(nllb, mixed.map((row) => row[2]), {
+        sourceLanguage: "eng_Latn",
+        targetLanguage: mixed.map((row) => row[1]),
+      });
+      assert.deepEqual(got, mixed.map((row) => row[3]));
+    });
+
     test("settings come from a baked copy; asking the default file for one is an error", async () => {
       const greedy = await openTranslator(ort, `${fixtures}demo-en-zh-greedy.onnx`);
       assert.deepEqual(await translate(greedy, sources.slice(0, 40)), await lines("expected-greedy.txt"));
