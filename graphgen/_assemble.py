@@ -296,8 +296,9 @@ def _text_ends(
         ],
     )
     portable = tokenizer == PORTABLE
-    text = TEXT_UTF8 if portable else TEXT
-    rows = pre.op("Shape", [text], start=0, end=1)
+    # The batch size, for the language inputs. (A plain Shape of the 1-D string input: ONNX Runtime 1.17
+    # then fails in the search's trim with a Shape(start, end) of it in the graph, even unused.)
+    rows = pre.op("Shape", [TEXT_UTF8], start=0, end=1) if portable else pre.op("Shape", [TEXT])
     languages = (SOURCE_LANGUAGE, TARGET_LANGUAGE) if strings else (SOURCE_LANGUAGE_UTF8, TARGET_LANGUAGE_UTF8)
     outputs: list[ValueInfoProto] = []
     if portable:
