@@ -101,6 +101,17 @@ def counts(b: GraphBuilder, segments: Segments) -> str:
     )
 
 
+def segment_end(b: GraphBuilder, segments: Segments) -> str:
+    """int64 ``[T]``: one past the last element of each element's segment."""
+    ends = b.op("Slice", [segments.splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))])
+    return b.op("Gather", [ends, segments.seg])
+
+
+def remaining(b: GraphBuilder, segments: Segments) -> str:
+    """int64 ``[T]``: how many elements there are from each one to the end of its segment."""
+    return b.op("Sub", [segment_end(b, segments), positions(b, segments.seg)])
+
+
 def first_index(b: GraphBuilder, segments: Segments) -> str:
     """int64 ``[T]``: the position of the first element of each element's segment."""
     return b.op("Gather", [segments.splits, segments.seg])
@@ -210,7 +221,9 @@ __all__ = [
     "neighbour",
     "next_where",
     "positions",
+    "remaining",
     "same_segment",
+    "segment_end",
     "shift",
     "size",
     "splits_from_counts",

@@ -30,6 +30,7 @@ from .flat import (
     last_where,
     neighbour,
     positions,
+    remaining,
     same_segment,
     shift,
     size,
@@ -226,15 +227,6 @@ def _utf8_length(b: GraphBuilder, codes: str) -> str:
     return out
 
 
-def _remaining(b: GraphBuilder, segments: Segments, values: str) -> str:
-    """int64 ``[T]``: elements from each one to the end of its segment."""
-    end = b.op(
-        "Gather",
-        [b.op("Slice", [segments.splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))]), segments.seg],
-    )
-    return b.op("Sub", [end, positions(b, values)])
-
-
 @dataclass(frozen=True)
 class _Utf8:
     data: str  # int64 [Nb]: the bytes
@@ -312,7 +304,7 @@ def longest_units(b: GraphBuilder, charsmap: Charsmap, codes: str, segments: Seg
     if charsmap.longest_key == 0:
         return everything, b.op("Expand", [b.const(np.int64(-1)), b.op("Shape", [codes])])
     utf8 = _encode(b, codes)
-    last_of_segment = b.op("Sub", [b.add(positions(b, codes), _remaining(b, segments, codes)), b.const(np.int64(1))])
+    last_of_segment = b.op("Sub", [b.add(positions(b, codes), remaining(b, segments)), b.const(np.int64(1))])
     found = _walk(b, charsmap, utf8, utf8.first, _bytes_to(b, utf8, last_of_segment))
     matched = b.op("GreaterOrEqual", [found, b.const(np.int64(0))])
     steps = b.op("Shape", [found], start=1, end=2)

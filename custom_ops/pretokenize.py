@@ -23,6 +23,7 @@ from .flat import (
     insert_before,
     last_where,
     neighbour,
+    segment_end,
     shift,
     size,
     splits_from_counts,
@@ -44,8 +45,7 @@ def _trailing(b: GraphBuilder, flags: str, segments: Segments) -> str:
     """bool ``[T]``: whether every element from here to the end of its segment has ``flags``."""
     other = b.op("Cast", [b.op("Not", [flags])], to=INT64)
     after = b.op("CumSum", [other, b.const(np.int64(0))], reverse=1)  # this one and all later ones
-    ends = b.op("Slice", [segments.splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))])
-    beyond = b.op("Gather", [b.op("Concat", [after, b.const(i64(0))], axis=0), b.op("Gather", [ends, segments.seg])])
+    beyond = b.op("Gather", [b.op("Concat", [after, b.const(i64(0))], axis=0), segment_end(b, segments)])
     return b.op("Equal", [after, beyond])
 
 

@@ -22,7 +22,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from .builder import DOUBLE, FLOAT, INT64, ML_DOMAIN, GraphBuilder, i64
-from .flat import Segments, counts, first_index, last_where, neighbour, positions, shift, sum_per_segment, to_padded
+from .flat import (
+    Segments,
+    counts,
+    first_index,
+    last_where,
+    neighbour,
+    positions,
+    remaining,
+    shift,
+    sum_per_segment,
+    to_padded,
+)
 from .trie import CodepointTrie, walk
 
 LIFTING_LEVELS = 24  # binary lifting reaches back 2**24 positions: sequences up to 16M code points
@@ -37,11 +48,6 @@ class Tokens:
     seq: str
     begin: str  # position of the first code point in the flat text
     length: str
-
-
-def _remaining(b: GraphBuilder, segments: Segments, codes: str) -> str:
-    ends = b.op("Slice", [segments.splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))])
-    return b.op("Sub", [b.op("Gather", [ends, segments.seg]), positions(b, codes)])
 
 
 def _span(b: GraphBuilder, first: int, stop: str, axis: int) -> str:
@@ -110,7 +116,7 @@ def unigram(
     dtype = scores.dtype.type
     depth = pieces.depth
     ninf = dtype(-np.inf)
-    found = walk(b, pieces, codes, positions(b, codes), _remaining(b, sequences, codes), name)  # [T, D] ids
+    found = walk(b, pieces, codes, positions(b, codes), remaining(b, sequences), name)  # [T, D] ids
     piece_scores = b.op("Gather", [b.derived(f"{name}_scores", np.append(scores.astype(dtype), ninf)), found])
     # A position without a one-character piece gets the unknown piece for its character.
     no_single = b.op(
@@ -283,7 +289,7 @@ def bpe(
 ) -> Tokens:
     """BPE in each word. ``characters`` maps one code point to its piece id (others are unknown;
     adjacent unknown characters start as one piece, as ``tokenizers`` with ``fuse_unk`` does)."""
-    one = b.op("Min", [_remaining(b, words, codes), b.const(np.int64(1))])
+    one = b.op("Min", [remaining(b, words), b.const(np.int64(1))])
     ids = b.op("Squeeze", [walk(b, characters, codes, positions(b, codes), one, f"{name}_chars"), b.const(i64(1))])
     ids = b.op("Where", [b.op("Less", [ids, b.const(np.int64(0))]), b.const(np.int64(unk_id)), ids])
     unknown = b.op("Equal", [ids, b.const(np.int64(unk_id))])

@@ -38,6 +38,7 @@ from custom_ops.flat import (
     neighbour,
     next_where,
     positions,
+    segment_end,
     shift,
     splits_from_counts,
     starts,
@@ -338,9 +339,7 @@ def _lead_tokens(
     opens = b.op("And", [pair(gt), b.op("And", [starts(b, chunks), text])])
     closes = pair(lt)
     close_at = next_where(b, closes)
-    end = b.op(
-        "Gather", [b.op("Slice", [chunks.splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))]), chunks.seg]
-    )
+    end = segment_end(b, chunks)
     has = b.op("And", [opens, b.op("Less", [b.add(close_at, b.const(np.int64(1))), end])])
     length = b.op("Sub", [b.add(close_at, b.const(np.int64(2))), positions(b, codes)])
     length = b.op("Where", [has, length, b.const(np.int64(0))])
