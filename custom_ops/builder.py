@@ -164,6 +164,7 @@ class GraphBuilder:
 
 FLOAT = TensorProto.FLOAT
 DOUBLE = TensorProto.DOUBLE
+FLOAT16 = TensorProto.FLOAT16
 INT32 = TensorProto.INT32
 INT64 = TensorProto.INT64
 STRING = TensorProto.STRING

@@ -9,9 +9,10 @@ non-global ``StringRegexReplace`` wrong. ``StringSplit``, ``StringConcat``, ``Re
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
-from .builder import BOOL, INT64, ML_DOMAIN, STRING, GraphBuilder, i64
+from .builder import BOOL, INT32, INT64, ML_DOMAIN, GraphBuilder, i64
+from .checks import fail_when
 
 
 def _strings(*values: str) -> np.ndarray:
@@ -208,8 +209,7 @@ def strip_index(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> str
 
 def join_strings(b: GraphBuilder, index: str, texts: np.ndarray, name: str) -> str:
     """int64 ``[B, R, L]`` indices into ``texts`` → string ``[B, R]``, each row's texts joined."""
-    pieces = b.op("Gather", [b.derived(name, texts), index])
-    return _join_last_axis(b, pieces, b.op("Gather", [b.op("Shape", [index]), b.const(i64(2))]))
+    return _join_last_axis(b, b.op("Gather", [b.derived(name, texts), index]))
 
 
 def join_and_strip(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> str:
@@ -255,34 +255,39 @@ def join_metaspace(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndarr
     return join_strings(b, metaspace_index(b, ids, tables, name), tables[0], name)
 
 
-def _join_last_axis(b: GraphBuilder, pieces: str, length: str) -> str:
-    """``[B, R, L]`` strings → ``[B, R]`` by a Loop of ``StringConcat`` over L."""
-    start = b.op(
-        "Expand",
-        [
-            b.const(np.array("", dtype=object), "empty"),
-            b.op("Slice", [b.op("Shape", [pieces]), b.const(i64(0)), b.const(i64(2))]),
-        ],
+# Pieces a detokenized row may hold: the join is a tree of this many pairwise levels (2 ** 16).
+JOIN_LEVELS = 16
+
+
+def _join_last_axis(b: GraphBuilder, pieces: str) -> str:
+    """``[B, R, L]`` strings → ``[B, R]``: neighbours joined pairwise by ``StringConcat``, level by level.
+
+    A fixed tree of ``JOIN_LEVELS`` levels rather than a ``Loop`` over L: ONNX Runtime's CUDA
+    provider has ``Loop``/``If``/``Scan`` kernels for every tensor type, so a loop carrying strings
+    is placed on the GPU, and the string copy it needs fails the session (see
+    ``tests/test_cuda_placement.py``). Each level pads an odd width with ``""`` and halves it;
+    a row of more than ``2 ** JOIN_LEVELS`` pieces stops the run with a message.
+    """
+    rows = b.op("Slice", [b.op("Shape", [pieces]), b.const(i64(0)), b.const(i64(2))])  # [B, R]
+    empty = b.const(np.array("", dtype=object), "empty")
+    one, two = b.const(i64(1)), b.const(i64(2))
+    # One "" column first, so that a row of no pieces still leaves one column to read.
+    text = b.op("Concat", [pieces, b.op("Expand", [empty, b.op("Concat", [rows, one], axis=0)])], axis=2)
+    for _ in range(JOIN_LEVELS):
+        width = b.op("Shape", [text], start=2, end=3)
+        odd = b.op("Mod", [width, two])
+        text = b.op("Concat", [text, b.op("Expand", [empty, b.op("Concat", [rows, odd], axis=0)])], axis=2)
+        halves = b.op("Div", [b.op("Add", [width, odd]), two])
+        pairs = b.op("Reshape", [text, b.op("Concat", [rows, halves, two], axis=0)])
+        left = b.op("Gather", [pairs, b.const(np.int64(0))], axis=3)
+        right = b.op("Gather", [pairs, b.const(np.int64(1))], axis=3)
+        text = b.op("StringConcat", [left, right])
+    width = b.op("Shape", [text], start=2, end=3)
+    too_long = b.op("Greater", [width, one])
+    shape = fail_when(
+        b, too_long, f"graphgen: a translation has more than {2**JOIN_LEVELS} tokens", b.op("Cast", [rows], to=INT32)
     )
-    prefix = b.fresh("join")
-    body = helper.make_graph(
-        [
-            helper.make_node("Gather", [pieces, f"{prefix}/step"], [f"{prefix}/column"], axis=2),
-            helper.make_node("StringConcat", [f"{prefix}/text", f"{prefix}/column"], [f"{prefix}/text_out"]),
-            helper.make_node("Identity", [f"{prefix}/cond"], [f"{prefix}/cond_out"]),
-        ],
-        f"{prefix}/body",
-        [
-            helper.make_tensor_value_info(f"{prefix}/step", INT64, []),
-            helper.make_tensor_value_info(f"{prefix}/cond", BOOL, []),
-            helper.make_tensor_value_info(f"{prefix}/text", STRING, None),
-        ],
-        [
-            helper.make_tensor_value_info(f"{prefix}/cond_out", BOOL, []),
-            helper.make_tensor_value_info(f"{prefix}/text_out", STRING, None),
-        ],
-    )
-    return b.op("Loop", [b.op("Squeeze", [length]), "", start], body=body)
+    return b.op("Reshape", [text, b.op("Cast", [shape], to=INT64)])
 
 
 __all__ = [

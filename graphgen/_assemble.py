@@ -57,6 +57,7 @@ from ._contract import (
     Key,
 )
 from ._errors import GraphgenError, UnsupportedModelError
+from ._fp16 import float16_spec
 from ._language_tokenizers import (
     LanguageVocabulary,
     add_language_detokenizer,
@@ -122,7 +123,9 @@ def place_weights(
     return outer
 
 
-def metadata(spec: ModelSpec, interface: str, int8: bool = False, search: str = "op") -> dict[str, str]:
+def metadata(
+    spec: ModelSpec, interface: str, int8: bool = False, search: str = "op", float16: bool = False
+) -> dict[str, str]:
     from . import __version__
 
     defaults = {name: value.item() for name, value in parameter_defaults(spec).items()}
@@ -137,7 +140,7 @@ def metadata(spec: ModelSpec, interface: str, int8: bool = False, search: str = 
         "graphgen.architecture": spec.architecture,
         "graphgen.interface": interface,
         "graphgen.search": search,
-        "graphgen.precision": "int8" if int8 else "float32",
+        "graphgen.precision": "int8" if int8 else "float16" if float16 else "float32",
         "graphgen.generation_defaults": json.dumps(defaults, sort_keys=True),
         "graphgen.custom_op_domains": json.dumps([MS_DOMAIN]),
         "graphgen.max_positions": str(spec.max_positions),
@@ -173,12 +176,16 @@ class _SearchCore:
     outputs: list[ValueInfoProto]
 
 
-def _loop_search_core(spec: ModelSpec, int8: bool, too_long_remedy: str) -> _SearchCore:
+def _loop_search_core(spec: ModelSpec, int8: bool, too_long_remedy: str, float16: bool = False) -> _SearchCore:
     """The search in standard ops (``_loop_search``): every weight in the outer graph, which the
-    loop body reads directly (one level down, where ORT still prepacks)."""
+    loop body reads directly (one level down, where ORT still prepacks). ``float16``: the layers in
+    float16 (``_fp16.float16_spec``), the search in float32."""
     weights = Int8Weights(spec) if int8 else None
-    search = loop_search(spec, weights, CHECKED_INPUT_IDS, "attention_mask", RAW_SEQUENCES, "sequence_scores")
-    tensors = [numpy_helper.from_array(a, n) for n, a in sorted(_weight_values(spec, search.builders).items())]
+    layers = float16_spec(spec) if float16 else spec
+    search = loop_search(
+        layers, weights, CHECKED_INPUT_IDS, "attention_mask", RAW_SEQUENCES, "sequence_scores", float16=float16
+    )
+    tensors = [numpy_helper.from_array(a, n) for n, a in sorted(_weight_values(layers, search.builders).items())]
     inputs, defaults, outputs = id_level_io(spec)
     inputs.append(helper.make_tensor_value_info(FORCED_BOS_INPUT, INT32, ["forced_bos_rows"]))
     defaults.append(numpy_helper.from_array(forced_bos_default(spec), FORCED_BOS_INPUT))
@@ -197,9 +204,12 @@ def forced_bos_default(spec: ModelSpec) -> np.ndarray:
     return np.array([NO_FORCED_BOS if forced is None else forced], dtype=np.int32)
 
 
-def _search_core(spec: ModelSpec, int8: bool, too_long_remedy: str, search: str = "op") -> _SearchCore:
+def _search_core(
+    spec: ModelSpec, int8: bool, too_long_remedy: str, search: str = "op", float16: bool = False
+) -> _SearchCore:
+    """``float16`` is for the loop search; the op's float16 file is made by ``_fp16.to_float16``."""
     if search == "loop":
-        return _loop_search_core(spec, int8, too_long_remedy)
+        return _loop_search_core(spec, int8, too_long_remedy, float16)
     if spec.generation.forced_bos_token_id is not None:
         raise UnsupportedModelError(
             "the checkpoint's generation config forces a first token (forced_bos_token_id), "
@@ -230,11 +240,11 @@ def _search_core(spec: ModelSpec, int8: bool, too_long_remedy: str, search: str 
     )
 
 
-def build_id_model(spec: ModelSpec, *, int8: bool = False, search: str = "op") -> ModelProto:
-    """ids in, ids out: the BeamSearch node over the encoder and decoder subgraphs."""
-    core = _search_core(spec, int8, "pass at most that many ids per row", search)
+def build_id_model(spec: ModelSpec, *, int8: bool = False, search: str = "op", float16: bool = False) -> ModelProto:
+    """ids in, ids out: the search over the encoder and decoder (``float16``: loop search only)."""
+    core = _search_core(spec, int8, "pass at most that many ids per row", search, float16)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs, initializer=core.initializers)
-    model = make_model(graph, metadata(spec, "ids", int8, search))
+    model = make_model(graph, metadata(spec, "ids", int8, search, float16))
     apply_compatibility_passes(model)
     return model
 
@@ -360,6 +370,7 @@ def build_text_model(
     search: str = "op",
     tokenizer: str = EXTENSIONS,
     strings: bool = True,
+    float16: bool = False,
 ) -> ModelProto:
     """strings in, strings out: tokenizer → search → detokenizer in one graph.
 
@@ -385,7 +396,8 @@ def build_text_model(
     coded = vocabulary if isinstance(vocabulary, LanguageVocabulary) and vocabulary.languages else None
     if coded is not None and search != "loop":
         raise UnsupportedModelError("target languages are forced by graphgen's own search: use search='loop'")
-    core = _search_core(spec, int8, f"shorten it, or set the optional input {TRUNCATE} to true to cut it", search)
+    remedy = f"shorten it, or set the optional input {TRUNCATE} to true to cut it"
+    core = _search_core(spec, int8, remedy, search, float16)
     ends = _text_ends(spec, vocabulary, coded, tokenizer, strings)
     # The forced first token is an id-level input; text graphs choose it by target_language, or keep
     # the checkpoint's default as a constant.
@@ -413,7 +425,7 @@ def build_text_model(
             *tables,
         ],
     )
-    props = metadata(spec, "text", int8, search)
+    props = metadata(spec, "text", int8, search, float16)
     props[Key.TOKENIZER] = tokenizer
     if not strings:
         props[Key.STRINGS] = "none"

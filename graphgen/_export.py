@@ -28,15 +28,11 @@ log = logging.getLogger(__name__)
 SEARCHES = ("auto", "loop", "op")
 
 
-def choose_search(search: str, fp16: bool) -> str:
+def choose_search(search: str) -> str:
     """``"loop"`` or ``"op"`` for ``search``; an explicit choice that cannot be honoured is an error."""
     if search not in SEARCHES:
         raise GraphgenError(f"unknown search {search!r}; choose one of {', '.join(SEARCHES)}")
-    if search == "auto":
-        return "op" if fp16 else "loop"
-    if search == "loop" and fp16:
-        raise GraphgenError("float16 graphs are built for the BeamSearch op (--fp16): use search='op' or 'auto'")
-    return search
+    return "loop" if search == "auto" else search
 
 
 def tokenizer_kind(tokenizer: bool | str) -> str | None:
@@ -81,7 +77,8 @@ def export(
     tensor out of a portable text file (the languages as UTF-8 bytes too, no ``translation``
     output), for ONNX Runtime builds without the string type. ``int8=True`` stores every matrix
     (embedding tables and output projection included) as int8 with per-column scales.
-    ``fp16=True`` converts the search to float16, for GPU execution providers.
+    ``fp16=True`` builds the encoder and decoder in float16 (the search itself stays float32), for
+    GPU execution providers.
     ``early_stopping`` overrides the checkpoint's setting. ``True`` finishes an input once
     ``num_beams`` hypotheses have ended (HF ``generate(early_stopping=True)``, which the graph then
     equals), and lets beam search run batched instead of one input at a time: faster for batches,
@@ -89,7 +86,7 @@ def export(
     ``search`` picks how the search runs: ``"loop"`` is graphgen's beam search in standard ONNX
     ops (``_loop_search``: a whole batch at once, HF's result for every returned hypothesis),
     ``"op"`` ORT's ``com.microsoft.BeamSearch`` op (one input at a time unless early stopping is
-    on), ``"auto"`` the loop, except for ``fp16`` (float16 subgraphs are made for the op).
+    on), ``"auto"`` the loop.
     ``ort`` (``"arm"`` or ``"amd64"``) also writes the ``.ort`` file for mobile apps and its
     ``required_operators.config`` for a reduced-operator ONNX Runtime build, optimized for that
     processor.
@@ -115,18 +112,21 @@ def export(
     spec = checkpoint.spec
     if early_stopping is not None:
         spec.generation = dataclasses.replace(spec.generation, early_stopping=early_stopping)
-    search = choose_search(search, fp16)
+    search = choose_search(search)
+    float16_layers = fp16 and search == "loop"
     report(
         f"building graphs ({search} search): {spec.architecture}, {spec.encoder_layers}+{spec.decoder_layers} layers, "
         f"d_model {spec.d_model}, vocab {spec.target_vocab_size}"
     )
     if vocabulary is None:
-        onnx_model = build_id_model(spec, int8=int8, search=search)
+        onnx_model = build_id_model(spec, int8=int8, search=search, float16=float16_layers)
     else:
         report(f"building the tokenizer graph ({kind})")
-        onnx_model = build_text_model(spec, vocabulary, int8=int8, search=search, tokenizer=kind, strings=strings)
-    if fp16:
-        report("converting the search to float16")
+        onnx_model = build_text_model(
+            spec, vocabulary, int8=int8, search=search, tokenizer=kind, strings=strings, float16=float16_layers
+        )
+    if fp16 and not float16_layers:
+        report("converting the BeamSearch op's subgraphs to float16")
         to_float16(onnx_model)
         set_precision(onnx_model, "float16")
     report(f"saving {path}")

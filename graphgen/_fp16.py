@@ -1,14 +1,18 @@
-"""float16 graphs for ``graphgen export --fp16``: a pass over a finished float32 model.
+"""float16 for ``graphgen export --fp16``: the weights of a spec, and a pass for the op search.
 
-Meant for GPU execution providers: ORT's BeamSearch runs float16 subgraphs on CUDA, where
-they halve the weight traffic. Every float tensor of the encoder and decoder subgraphs (weights,
-constants, inputs and outputs, casts) becomes float16. ``length_penalty``, ``repetition_penalty``
-and the op's ``sequence_scores`` output stay float32: the op's schema gives them one type
-parameter, and ORT's CUDA search keeps its scores in float32 for float16 subgraphs too.
+Meant for GPU execution providers, where float16 halves the weight traffic. graphgen's own
+search builds its layers in float16 from ``float16_spec`` (``_subgraphs._Transformer`` with
+``float16=True``) and keeps the search itself in float32. For ORT's BeamSearch op,
+``to_float16`` converts a finished float32 model instead: every float tensor of the encoder and
+decoder subgraphs (weights, constants, inputs and outputs, casts) becomes float16.
+``length_penalty``, ``repetition_penalty`` and the op's ``sequence_scores`` output stay float32:
+the op's schema gives them one type parameter, and ORT's CUDA search keeps its scores in float32
+for float16 subgraphs too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import numpy as np
@@ -16,6 +20,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_help
 
 from ._errors import GraphgenError
 from ._search import SEARCH_PARAMETERS
+from ._spec import ModelSpec
 
 FLOAT, FLOAT16 = TensorProto.FLOAT, TensorProto.FLOAT16
 KEEP_FLOAT32 = {name for name, dtype in SEARCH_PARAMETERS if dtype == np.float32}
@@ -34,15 +39,25 @@ def _graphs(graph: GraphProto, in_search: bool = False) -> Iterator[tuple[GraphP
                 yield from _graphs(attribute.g, in_search or node.op_type == "BeamSearch")
 
 
-def _half(tensor: TensorProto) -> TensorProto:
-    array = numpy_helper.to_array(tensor)
+def _half_array(array: np.ndarray, name: str) -> np.ndarray:
     magnitude = np.abs(array[np.isfinite(array)])
     # float32's extreme values serve as "masked" and become ±inf, which masks the same way.
     beyond = (magnitude > np.finfo(np.float16).max) & (magnitude < np.finfo(np.float32).max)
     if np.any(beyond):
-        raise Float16Error(f"{tensor.name or 'a constant'} holds values beyond float16's range")
+        raise Float16Error(f"{name} holds values beyond float16's range")
     with np.errstate(over="ignore"):
-        return numpy_helper.from_array(array.astype(np.float16), tensor.name)
+        return array.astype(np.float16)
+
+
+def _half(tensor: TensorProto) -> TensorProto:
+    array = numpy_helper.to_array(tensor)
+    return numpy_helper.from_array(_half_array(array, tensor.name or "a constant"), tensor.name)
+
+
+def float16_spec(spec: ModelSpec) -> ModelSpec:
+    """``spec`` with float16 weights (HF's ``model.half()``), for layers built in float16."""
+    weights = {name: _half_array(array, name) for name, array in spec.weights.items()}
+    return dataclasses.replace(spec, weights=weights)
 
 
 def to_float16(model: ModelProto, *, whole: bool = False) -> ModelProto:

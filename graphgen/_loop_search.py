@@ -31,7 +31,7 @@ import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto, helper
 
 from custom_ops import fail_when
-from custom_ops.builder import BOOL, FLOAT, INT32, INT64, GraphBuilder, i64
+from custom_ops.builder import BOOL, FLOAT, FLOAT16, INT32, INT64, GraphBuilder, i64
 
 from ._quantize import Int8Weights
 from ._spec import ModelSpec
@@ -448,17 +448,21 @@ def loop_search(
     sequences: str,
     scores: str,
     forced_bos: str = FORCED_BOS_INPUT,
+    *,
+    float16: bool = False,
 ) -> LoopSearch:
     """Nodes from ``input_ids``/``mask`` (int32 ``[B, S]``) to ``sequences`` ``[B, R, T]`` (as the
     BeamSearch op returns them: decoder start first, no final EOS, pad after) and ``scores``.
 
     Reads the graph inputs ``num_beams``, ``num_return_sequences``, ``max_length``,
     ``min_length``, ``length_penalty`` and ``repetition_penalty``, and ``forced_bos`` (see
-    ``FORCED_BOS_INPUT``).
+    ``FORCED_BOS_INPUT``). ``float16`` builds the layers (and so the KV caches) in float16 from a
+    float16 spec (``_fp16.float16_spec``); the logits reach the search as float32, as in HF.
     """
     search = _Search(spec, input_ids)
     b = search.outer
-    t = _Transformer(b, spec, int8)
+    t = _Transformer(b, spec, int8, float16=float16)
+    cache_type = FLOAT16 if float16 else FLOAT
     heads = spec.decoder_heads
 
     # Encoder and the first decoder step, once per item.
@@ -486,7 +490,7 @@ def loop_search(
 
     # The loop: one decoder step for all rows, then the bookkeeping.
     body = GraphBuilder("search_step")
-    u = _Transformer(body, spec, int8)
+    u = _Transformer(body, spec, int8, float16=float16)
     iteration = body.input("iteration", INT64, [])
     body.input("condition", BOOL, [])
     state_in = [
@@ -506,8 +510,8 @@ def loop_search(
     cache_shape = ["rows", heads, "past", spec.head_dim(heads)]
     past = []
     for index in range(spec.decoder_layers):
-        key = body.input(f"search_step/past_key_{index}", FLOAT, cache_shape)
-        value = body.input(f"search_step/past_value_{index}", FLOAT, cache_shape)
+        key = body.input(f"search_step/past_key_{index}", cache_type, cache_shape)
+        value = body.input(f"search_step/past_value_{index}", cache_type, cache_shape)
         past.append((key, value))
     beams_in = _Beams(*state_in)
     length = body.op("Add", [body.op("Unsqueeze", [iteration, body.const(i64(0))]), body.const(i64(2))])
@@ -528,7 +532,7 @@ def loop_search(
         for cache in (key, value):
             name = b.fresh("out_cache")
             body.op("Gather", [cache, step_reorder], outputs=[name])
-            body.outputs.append(helper.make_tensor_value_info(name, FLOAT, cache_shape))
+            body.outputs.append(helper.make_tensor_value_info(name, cache_type, cache_shape))
     steps = b.op(
         "Max",
         [b.op("Sub", [b.op("Cast", ["max_length"], to=INT64), b.const(i64(2))]), b.const(i64(0))],

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 from onnx import GraphProto
 
-from custom_ops.builder import FLOAT, INT32, MS_DOMAIN, GraphBuilder, i64
+from custom_ops.builder import FLOAT, FLOAT16, INT32, MS_DOMAIN, GraphBuilder, i64
 
 from ._quantize import Int8Weights
 from ._spec import ModelSpec, RelativeAttention
@@ -65,12 +65,38 @@ def relative_buckets(relative: RelativeAttention, *, bidirectional: bool) -> np.
 
 
 class _Transformer:
-    """The layer code both subgraphs share; one instance per subgraph being built."""
+    """The layer code both subgraphs share; one instance per subgraph being built.
 
-    def __init__(self, b: GraphBuilder, spec: ModelSpec, int8: Int8Weights | None) -> None:
+    ``float16`` builds the layers in float16 from a spec whose weights are float16
+    (``ModelSpec.in_float16``), the way HF runs a ``model.half()``: activations, caches and
+    logits in float16, with the steps torch computes in float32 inside one kernel (the
+    activation functions, T5's RMS norm, scaling by a Python float) done in float32 between
+    two casts, and the logits handed over as float32 (``generate`` casts them before its
+    log-softmax).
+    """
+
+    def __init__(self, b: GraphBuilder, spec: ModelSpec, int8: Int8Weights | None, *, float16: bool = False) -> None:
         self.b = b
         self.spec = spec
         self.int8 = int8
+        self.float16 = float16
+        self.float_type = FLOAT16 if float16 else FLOAT
+        # HF masks with the compute type's minimum (torch.finfo(dtype).min).
+        self.masked = np.float16(np.finfo(np.float16).min) if float16 else MASKED
+
+    def scalar(self, value: float, hint: str = "const") -> str:
+        """A float constant in the compute type."""
+        return self.b.const(np.float16(value) if self.float16 else np.float32(value), hint)
+
+    def in_float32(self, x: str, compute: Callable[[str], str]) -> str:
+        """``compute(x)`` in float32: as it is for float32 layers, between two casts for float16."""
+        if not self.float16:
+            return compute(x)
+        return self.b.op("Cast", [compute(self.b.op("Cast", [x], to=FLOAT))], to=FLOAT16)
+
+    def scale_by(self, x: str, factor: float, hint: str) -> str:
+        """``x * factor`` with a Python float ``factor``: torch multiplies in float32 and rounds once."""
+        return self.in_float32(x, lambda h: self.b.mul(h, self.b.const(np.float32(factor), hint)))
 
     def w(self, name: str) -> str:
         """A weight reference by the name it is stored under (tied tables resolve to one)."""
@@ -112,9 +138,13 @@ class _Transformer:
     def layer_norm(self, x: str, prefix: str) -> str:
         b = self.b
         if self.spec.norm == "rms":  # T5: x / sqrt(mean(x²) + eps) * weight; no mean, no bias
-            mean_square = b.op("ReduceMean", [b.mul(x, x), b.const(i64(-1))], keepdims=1)
-            eps = b.const(np.float32(self.spec.layer_norm_eps), "norm_eps")
-            return b.mul(b.op("Div", [x, b.op("Sqrt", [b.add(mean_square, eps)])]), self.w(f"{prefix}.weight"))
+
+            def normalized(h: str) -> str:  # in float32 for float16 layers too, as HF's T5LayerNorm
+                mean_square = b.op("ReduceMean", [b.mul(h, h), b.const(i64(-1))], keepdims=1)
+                eps = b.const(np.float32(self.spec.layer_norm_eps), "norm_eps")
+                return b.op("Div", [h, b.op("Sqrt", [b.add(mean_square, eps)])])
+
+            return b.mul(self.in_float32(x, normalized), self.w(f"{prefix}.weight"))
         return b.op(
             "LayerNormalization",
             [x, self.w(f"{prefix}.weight"), self.w(f"{prefix}.bias")],
@@ -123,6 +153,10 @@ class _Transformer:
         )
 
     def activation(self, x: str) -> str:
+        """The feed-forward activation, in float32 (torch's float16 kernels compute it so too)."""
+        return self.in_float32(x, self.activation_float32)
+
+    def activation_float32(self, x: str) -> str:
         b, kind = self.b, self.spec.activation
         if kind == "relu":
             return b.op("Relu", [x])
@@ -157,7 +191,7 @@ class _Transformer:
             domain=MS_DOMAIN,
             num_heads=heads,
             scale=self.scale(heads),
-            mask_filter_value=float(MASKED),
+            mask_filter_value=float(self.masked),
         )
 
     def cross_attention(self, q: str, k: str, v: str, heads: int, bias: str) -> str:
@@ -176,7 +210,7 @@ class _Transformer:
         """int32 ``[B, S]`` mask → float ``[B, H, 1, S]``: 0 where kept, the float32 minimum where padded."""
         b = self.b
         padded = b.op("Equal", [mask, b.const(np.int32(0))])
-        bias = b.op("Where", [padded, b.const(MASKED, "masked"), b.const(np.float32(0.0))])
+        bias = b.op("Where", [padded, b.const(self.masked, "masked"), self.scalar(0.0)])
         rows = b.op("Unsqueeze", [bias, b.const(i64(1, 2))])  # [B, 1, 1, S]
         shape = b.op("Shape", [rows])
         expanded = b.op("ScatterElements", [shape, b.const(i64(1)), b.const(i64(heads))])
@@ -254,7 +288,7 @@ class _Transformer:
             )
             tokens = b.mul(values, token_scale)
         if self.spec.embed_scale != 1.0:
-            tokens = b.mul(tokens, b.const(np.float32(self.spec.embed_scale), "embed_scale"))
+            tokens = self.scale_by(tokens, self.spec.embed_scale, "embed_scale")
         x = tokens if positions is None else b.add(tokens, positions)
         if self.spec.embedding_layer_norm:
             x = self.layer_norm(x, f"{side}.embedding_norm")
@@ -389,11 +423,18 @@ class _Transformer:
         """
         b, spec = self.b, self.spec
         if spec.output_scale != 1.0:
-            hidden = b.mul(hidden, b.const(np.float32(spec.output_scale), "output_scale"))
+            hidden = self.scale_by(hidden, spec.output_scale, "output_scale")
         flat = b.reshape(hidden, [-1, spec.d_model])
         # The processors mask whole vocabulary columns, the same for every row, so they pick one of a
         # few precomputed [V] bias rows rather than editing the logits ([rows, V]) on every step.
         variants = bias_variants(spec)
+        if current_length is None and self.float16:
+            # HF: the projection, rounded to float16, plus the float16 bias, then float32 for generate.
+            logits = b.op("Gemm", [flat, self.w("lm_head.weight")], transB=1)
+            bias_row = final_logits_bias(spec)
+            if np.any(bias_row):
+                logits = b.add(logits, b.derived("final_logits_bias_row.float16", bias_row.astype(np.float16)))
+            return b.reshape(b.op("Cast", [logits], to=FLOAT), [-1, 1, spec.target_vocab_size])
         if current_length is None:
             bias = b.derived("final_logits_bias_row", final_logits_bias(spec))
         elif len(variants) == 1:

@@ -25,6 +25,7 @@ from custom_ops import (
     strip_tables,
 )
 from custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, STRING
+from custom_ops.text import JOIN_LEVELS, join_strings
 from graphgen._assemble import make_model
 from graphgen._runtime import session_options
 
@@ -209,6 +210,25 @@ def test_join_and_strip(rows: list[list[list[int]]]) -> None:
     (got,) = run(b, {"ids": (INT32, ids)}, [text])
     assert got.shape == (len(rows), 2)
     assert got.tolist() == [["".join(PIECES[i] for i in hyp).strip() for hyp in row] for row in ids.tolist()]
+
+
+@pytest.mark.parametrize("width", [0, 1, 2, 3, 5, 8, 33, 1000])
+def test_join_strings_keeps_the_order_at_every_width(width: int) -> None:
+    """The pairwise tree of ``StringConcat`` (no ``Loop``: see test_cuda_placement) for odd and even
+    widths at every level, and no pieces at all."""
+    rng = np.random.default_rng(width)
+    texts = np.array([f"<{i}>" for i in range(50)], dtype=object)
+    index = rng.integers(0, 50, size=(2, 3, width)).astype(np.int64)
+    b = GraphBuilder("t")
+    (got,) = run(b, {"index": (INT64, index)}, [join_strings(b, "index", texts, "table")])
+    assert got.tolist() == [["".join(texts[i] for i in row) for row in item] for item in index.tolist()]
+
+
+def test_join_strings_names_the_limit() -> None:
+    b = GraphBuilder("t")
+    text = join_strings(b, "index", np.array(["a", "b"], dtype=object), "table")
+    with pytest.raises(Exception, match=f"more than {2**JOIN_LEVELS} tokens"):
+        run(b, {"index": (INT64, np.zeros((1, 1, 2**JOIN_LEVELS + 1), np.int64))}, [text])
 
 
 def test_builder_output_renames_at_the_source() -> None:
