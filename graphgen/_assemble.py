@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
-from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
 from custom_ops.builder import (
     EXTENSIONS_DOMAIN,
@@ -72,6 +72,7 @@ from ._search import (
     CHECKED_INPUT_IDS,
     ID_INPUTS,
     RAW_SEQUENCES,
+    SEARCH_CHUNKS,
     SEARCH_CONSTANTS,
     batch_safe_search,
     batched_search,
@@ -103,15 +104,16 @@ def _weight_values(spec: ModelSpec, builders: Sequence[GraphBuilder]) -> dict[st
 
 def place_weights(
     spec: ModelSpec, parts: Sequence[tuple[GraphProto, GraphBuilder]], all_outer: bool = False
-) -> list[TensorProto]:
-    """Attach single-use weights to their subgraph; return the shared ones for the graph around.
-
-    With ``all_outer`` every weight is returned (for subgraphs used by two nodes).
-    """
+) -> tuple[list[TensorProto], dict[str, list[TensorProto]]]:
+    """Which weights the graph around the subgraphs holds, and which each subgraph holds (by graph
+    name): a weight read by one subgraph is that subgraph's; with ``all_outer`` (subgraphs used by
+    two nodes) every weight is outer. The subgraphs' own weights are attached once the model is
+    assembled (``attach_weights``)."""
     builders = [builder for _, builder in parts]
     values = _weight_values(spec, builders)
     usage = Counter(name for b in builders for name in {*b.weights_used, *b.derived_weights})
     outer: list[TensorProto] = []
+    own: dict[str, list[TensorProto]] = {}
     for name in sorted(values):
         tensor = numpy_helper.from_array(values[name], name)
         if usage[name] > 1 or all_outer:
@@ -119,8 +121,32 @@ def place_weights(
             continue
         for graph, builder in parts:
             if name in builder.weights_used or name in builder.derived_weights:
-                graph.initializer.append(tensor)
-    return outer
+                own.setdefault(graph.name, []).append(tensor)
+    return outer, own
+
+
+def attach_weights(model: ModelProto, weights: dict[str, list[TensorProto]]) -> None:
+    """Append each subgraph's weights to it, found by graph name, in the finished model.
+
+    Done last because protobuf copies a message by serializing it, which fails past 2 GB: a
+    subgraph holding NLLB-600M's weights cannot be copied into a node attribute, while the
+    tensors added one by one to the graph already in place can (and the file is written with
+    external data, ``_save``).
+    """
+    found: Counter[str] = Counter()
+
+    def visit(graph: GraphProto) -> None:
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == AttributeProto.GRAPH:
+                    if attribute.g.name in weights:
+                        found[attribute.g.name] += 1
+                        attribute.g.initializer.extend(weights[attribute.g.name])
+                    visit(attribute.g)
+
+    visit(model.graph)
+    if any(found[name] != 1 for name in weights):
+        raise ValueError(f"subgraphs for weights not found exactly once: {dict(found)}")
 
 
 def metadata(
@@ -174,6 +200,7 @@ class _SearchCore:
     initializers: list[TensorProto]  # weights shared by the subgraphs, defaults, search constants
     inputs: list[ValueInfoProto]  # input_ids, attention_mask, then the optional search parameters
     outputs: list[ValueInfoProto]
+    subgraph_weights: dict[str, list[TensorProto]] = field(default_factory=dict)  # see attach_weights
 
 
 def _loop_search_core(spec: ModelSpec, int8: bool, too_long_remedy: str, float16: bool = False) -> _SearchCore:
@@ -222,13 +249,12 @@ def _search_core(
     # initializers, shared ones go one level up. Otherwise two BeamSearch nodes share the subgraphs
     # and every weight goes to the Loop body around them (see batch_safe_search).
     early_stopping = spec.generation.early_stopping
-    shared = place_weights(spec, [encoder, decoder], all_outer=not early_stopping)
-    # after place_weights: search_node copies the subgraphs
+    shared, own = place_weights(spec, [encoder, decoder], all_outer=not early_stopping)
     node, extras = search_node(spec, encoder[0], decoder[0], input_ids=CHECKED_INPUT_IDS)
     if early_stopping:
         outer_weights, search = shared, batched_search(node)
     else:
-        outer_weights, search = [], batch_safe_search(node, shared)
+        outer_weights, search, own = [], batch_safe_search(node), {SEARCH_CHUNKS: shared}
     inputs, defaults, outputs = id_level_io(spec)
     check = source_length_check(spec, too_long_remedy)
     trim = trim_sequences(spec)
@@ -237,6 +263,7 @@ def _search_core(
         initializers=[*defaults, *extras, *SEARCH_CONSTANTS, *check.constants, *trim.constants, *outer_weights],
         inputs=inputs,
         outputs=outputs,
+        subgraph_weights=own,
     )
 
 
@@ -245,6 +272,7 @@ def build_id_model(spec: ModelSpec, *, int8: bool = False, search: str = "op", f
     core = _search_core(spec, int8, "pass at most that many ids per row", search, float16)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs, initializer=core.initializers)
     model = make_model(graph, metadata(spec, "ids", int8, search, float16))
+    attach_weights(model, core.subgraph_weights)
     apply_compatibility_passes(model)
     return model
 
@@ -439,6 +467,7 @@ def build_text_model(
         props[Key.TARGET_LANGUAGE] = target
     domains = [(ML_DOMAIN, ML_OPSET)] if tokenizer == PORTABLE else [(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)]
     model = make_model(graph, props, domains=domains)
+    attach_weights(model, core.subgraph_weights)
     apply_compatibility_passes(model)
     return model
 

@@ -188,7 +188,11 @@ def batched_search(search: NodeProto) -> list[NodeProto]:
     return [_renamed(search, [RAW_SEQUENCES, "sequence_scores"])]
 
 
-def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[NodeProto]:
+# The Loop body that holds both BeamSearch nodes and, attached after assembly, every weight.
+SEARCH_CHUNKS = "search_chunks"
+
+
+def batch_safe_search(search: NodeProto) -> list[NodeProto]:
     """Nodes running ``search`` over a whole batch, exactly as HF does, with prepacked weights.
 
     ORT's beam scorer decides that batch item ``b`` is finished by looking at the candidate
@@ -205,7 +209,8 @@ def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[Nod
     a weight for a subgraph's MatMul only when the weight is an initializer of the subgraph or of
     the graph directly around the BeamSearch node, not further out (``SessionState::
     PrepackConstantInitializedTensors``); unpacked weights made full-size search 1.6-2.2x slower.
-    So both nodes sit in one Loop body that also holds every weight, stored once. The Loop runs
+    So both nodes sit in one Loop body (``SEARCH_CHUNKS``) that also holds every weight, stored once
+    (``_assemble.attach_weights`` adds them to the finished model). The Loop runs
     once over the whole batch for greedy search and once per item for beam search; in each
     iteration the node not needed gets a one-token throwaway input (an encoder pass and at most
     two decoder steps are the whole overhead).
@@ -259,7 +264,7 @@ def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[Nod
     ]
     body = helper.make_graph(
         body_nodes,
-        "search_chunks",
+        SEARCH_CHUNKS,
         [
             helper.make_tensor_value_info("step", INT64, []),
             helper.make_tensor_value_info("loop_condition", TensorProto.BOOL, []),
@@ -272,7 +277,6 @@ def batch_safe_search(search: NodeProto, weights: list[TensorProto]) -> list[Nod
         initializer=[
             numpy_helper.from_array(i64(0), "axis_0"),
             *(numpy_helper.from_array(value, idle[name]) for name, value in idle_values.items()),
-            *weights,
         ],
     )
     return [

@@ -1,0 +1,327 @@
+"""graphgen on a GPU against HF ``generate`` on the same GPU, in one run; writes ``gpu_report.md``.
+
+    pip install onnxruntime-gpu torch transformers   # onnxruntime-gpu for CUDA 12 or 13, cuDNN 9
+    python benchmarks/gpu.py                         # one NVIDIA GPU; goal: under 8 minutes on an H200
+
+1. Parity on the GPU: the demo model's 300 test sentences (4 beams, batches of 16) through the text
+   files (float32 and float16, tokenizer in standard ops) on ``CUDAExecutionProvider``, against the
+   same files on the CPU and HF ``generate`` (float32 and ``model.half()``) on the GPU.
+2. Speed: the full opus-mt-en-zh and NLLB-200-distilled-600M shapes (random weights), exactly 40
+   new tokens, batch 1 greedy, batch 1 × 4 beams, 16 × 4 and 64 × 4: HF float32 and float16,
+   graphgen float32 and float16 (loop search), and ORT's BeamSearch op (float32, opus-mt only) for
+   reference. Each time is the median of ``--runs`` after a warm-up; each system is checked to
+   have produced exactly 40 tokens.
+3. The text file's overhead on the GPU: the portable tokenizer and detokenizer run on the CPU
+   parts of the session (``LabelEncoder`` and the string ops have no CUDA kernels); the demo text
+   file against its id-level twin at batch 16.
+
+``--device cpu --quick`` runs the same code on tiny shapes on the CPU (a smoke test, no GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+DEMO = ROOT / "models" / "demo-en-zh"
+NEW_TOKENS = 40
+WORKLOADS = (("batch 1 greedy", 1, 1), ("batch 1 × 4 beams", 1, 4), ("batch 16 × 4", 16, 4), ("batch 64 × 4", 64, 4))
+QUICK_WORKLOADS = (("batch 1 greedy", 1, 1), ("batch 4 × 2 beams", 4, 2))
+
+
+@dataclass
+class Setup:
+    device: str  # "cuda" or "cpu"
+    quick: bool
+    runs: int
+    work: Path
+
+    @property
+    def providers(self) -> list[str]:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"] if self.device == "cuda" else ["CPUExecutionProvider"]
+
+
+def _session(path: Path, providers: list[str]):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(path), options, providers=providers)
+    if providers[0] not in session.get_providers():
+        raise RuntimeError(f"{path.name}: {providers[0]} not used (got {session.get_providers()})")
+    return session
+
+
+def _export(checkpoint: Path, path: Path, **options: object) -> Path:
+    from graphgen._export import export
+
+    if not path.exists():
+        started = time.perf_counter()
+        export(checkpoint, path, progress=lambda _: None, **options)  # type: ignore[arg-type]
+        print(f"  exported {path.name} in {time.perf_counter() - started:.0f} s", flush=True)
+    return path
+
+
+# --- 1. parity on the GPU ------------------------------------------------------------------------
+
+
+def parity(setup: Setup) -> list[str]:
+    import torch
+    from conftest import demo_test_pairs
+    from transformers import MarianMTModel, MarianTokenizer
+
+    from graphgen import Translator
+
+    sources = [source for source, _ in demo_test_pairs()]
+    if setup.quick:
+        sources = sources[:32]
+    tokenizer = MarianTokenizer.from_pretrained(DEMO)
+    results: dict[str, list[str]] = {}
+    for name, dtype in (("HF float32", torch.float32), ("HF float16", torch.float16)):
+        model = MarianMTModel.from_pretrained(DEMO, dtype=dtype).eval().to(setup.device)
+        texts = []
+        for start in range(0, len(sources), 16):
+            batch = tokenizer(sources[start : start + 16], return_tensors="pt", padding=True).to(setup.device)
+            with torch.no_grad():
+                texts += tokenizer.batch_decode(model.generate(**batch, num_beams=4), skip_special_tokens=True)
+        results[name] = texts
+    for precision, fp16 in (("float32", False), ("float16", True)):
+        path = _export(DEMO, setup.work / f"demo-text-{precision}.onnx", fp16=fp16)
+        for where, providers in ((setup.device.upper(), setup.providers), ("CPU", ["CPUExecutionProvider"])):
+            translator = Translator(path, providers=providers)
+            texts = []
+            for start in range(0, len(sources), 16):
+                texts += translator.translate(sources[start : start + 16], num_beams=4)
+            results[f"graphgen {precision} text file on {where}"] = texts
+    n = len(sources)
+
+    def same(a: str, b: str) -> str:
+        return f"{sum(x == y for x, y in zip(results[a], results[b], strict=True))}/{n}"
+
+    gpu = setup.device.upper()
+    lines = [
+        f"Demo test set ({n} sentences, 4 beams, batches of 16), text files (tokenizer in standard ops) on {gpu}:",
+        "",
+        "| comparison | equal |",
+        "|---|---:|",
+    ]
+    for precision, hf in (("float32", "HF float32"), ("float16", "HF float16")):
+        ours = f"graphgen {precision} text file on {gpu}"
+        lines.append(f"| graphgen {precision} on {gpu} = {hf} generate on {gpu} | {same(ours, hf)} |")
+        on_cpu = same(ours, f"graphgen {precision} text file on CPU")
+        lines.append(f"| graphgen {precision} on {gpu} = the same file on the CPU | {on_cpu} |")
+    lines.append(f"| HF float16 = HF float32 (both on {gpu}) | {same('HF float16', 'HF float32')} |")
+    return lines
+
+
+# --- 2. speed ------------------------------------------------------------------------------------
+
+
+def _forced(new_tokens: int) -> dict[str, int]:
+    return {"min_length": new_tokens + 1, "max_length": new_tokens + 1}  # decoder start + new tokens
+
+
+class HF:
+    def __init__(self, checkpoint: Path, device: str, half: bool) -> None:
+        import torch
+        from transformers import AutoModelForSeq2SeqLM
+
+        self.torch, self.device = torch, device
+        dtype = torch.float16 if half else torch.float32
+        self.model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint, dtype=dtype).eval().to(device)
+
+    def __call__(self, ids: np.ndarray, mask: np.ndarray, beams: int) -> int:
+        torch = self.torch
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=torch.from_numpy(ids).long().to(self.device),
+                attention_mask=torch.from_numpy(mask).long().to(self.device),
+                num_beams=beams,
+                **_forced(NEW_TOKENS),
+            )
+        return int(out.cpu().shape[1]) - 1
+
+    def close(self) -> None:
+        del self.model
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
+
+
+class Graphgen:
+    def __init__(self, path: Path, providers: list[str]) -> None:
+        self.session = _session(path, providers)
+
+    def __call__(self, ids: np.ndarray, mask: np.ndarray, beams: int) -> int:
+        lengths = {k: np.array([v], np.int32) for k, v in _forced(NEW_TOKENS).items()}
+        feeds = {"input_ids": ids, "attention_mask": mask, "num_beams": np.array([beams], np.int32), **lengths}
+        sequences = self.session.run(["sequences"], feeds)[0]
+        # the sequences leave out a final EOS (HF's keep it): a row shorter than max_length ended by one
+        return sequences.shape[2] - 1 + int(sequences.shape[2] < NEW_TOKENS + 1)
+
+    def close(self) -> None:
+        del self.session
+
+
+def _inputs(batch: int, pad: int, eos: int, vocab: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(batch)
+    lengths = [20] if batch == 1 else rng.integers(5, 41, batch)
+    ids = np.full((len(lengths), max(lengths)), pad, dtype=np.int32)
+    for row, n in enumerate(lengths):
+        ids[row, :n] = rng.integers(10, vocab - 10, size=n)
+        ids[row, n - 1] = eos
+    return ids, (ids != pad).astype(np.int32)
+
+
+def _median_ms(run: Callable[[np.ndarray, np.ndarray, int], int], ids, mask, beams: int, runs: int) -> float:
+    steps = run(ids, mask, beams)  # warm-up (and the check)
+    if steps != NEW_TOKENS:
+        raise RuntimeError(f"{steps} tokens instead of {NEW_TOKENS}")
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        run(ids, mask, beams)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def speed(setup: Setup, shape: str) -> list[str]:
+    from speed import FAMILY_EOS, FAMILY_PAD, family_checkpoint, full_size_checkpoint
+
+    folder = setup.work / shape
+    folder.mkdir(parents=True, exist_ok=True)
+    checkpoint = folder / "checkpoint"
+    pad, eos, vocab = (65000, 0, 65001) if shape == "opus-mt" else (FAMILY_PAD, FAMILY_EOS, 256206)
+    if setup.quick and shape == "opus-mt":  # the demo model stands in for the opus-mt shape
+        checkpoint, pad, vocab = DEMO, 458, 459
+    elif setup.quick:
+        vocab = 2000
+    if not (checkpoint / "model.safetensors").exists():
+        if shape == "opus-mt":
+            full_size_checkpoint(checkpoint)
+        else:
+            family_checkpoint(checkpoint, "nllb", tiny=setup.quick)
+    files = {
+        "graphgen float32": _export(checkpoint, folder / "fp32.onnx", tokenizer=False),
+        "graphgen float16": _export(checkpoint, folder / "fp16.onnx", tokenizer=False, fp16=True),
+    }
+    if shape == "opus-mt":
+        files["graphgen float32, BeamSearch op"] = _export(checkpoint, folder / "op.onnx", tokenizer=False, search="op")
+    systems: dict[str, Callable[[], HF | Graphgen]] = {
+        "HF float32": lambda: HF(checkpoint, setup.device, half=False),
+        "HF float16": lambda: HF(checkpoint, setup.device, half=True),
+    }
+    for name, path in files.items():
+        systems[name] = lambda path=path: Graphgen(path, setup.providers)
+    workloads = QUICK_WORKLOADS if setup.quick else WORKLOADS
+    table: dict[str, dict[str, float]] = {}
+    for name, make in systems.items():
+        runner = make()
+        table[name] = {}
+        for label, batch, beams in workloads:
+            ids, mask = _inputs(batch, pad, eos, vocab)
+            table[name][label] = _median_ms(runner, ids, mask, beams, setup.runs)
+            print(f"  {shape} {name} {label}: {table[name][label]:.1f} ms", flush=True)
+        runner.close()
+    labels = [label for label, _, _ in workloads]
+    lines = [f"| {shape} ({setup.device}) | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    for name, times in table.items():
+        lines.append(f"| {name} | " + " | ".join(f"{times[label]:.1f}" for label in labels) + " |")
+    hf16, gg16, gg32 = table["HF float16"], table["graphgen float16"], table["graphgen float32"]
+    lines.append(
+        "| graphgen float16 speed-up over HF float16 | "
+        + " | ".join(f"{hf16[x] / gg16[x]:.1f}×" for x in labels)
+        + " |"
+    )
+    lines.append(
+        "| graphgen float16 speed-up over graphgen float32 | "
+        + " | ".join(f"{gg32[x] / gg16[x]:.2f}×" for x in labels)
+        + " |"
+    )
+    return lines
+
+
+# --- 3. the text file's overhead -----------------------------------------------------------------
+
+
+def text_overhead(setup: Setup) -> list[str]:
+    from conftest import demo_test_pairs
+    from transformers import MarianTokenizer
+
+    from graphgen import Translator
+
+    sources = [source for source, _ in demo_test_pairs()][:16]
+    text = _export(DEMO, setup.work / "demo-text-float32.onnx")
+    ids_file = _export(DEMO, setup.work / "demo-ids-float32.onnx", tokenizer=False)
+    batch = MarianTokenizer.from_pretrained(DEMO)(sources, padding=True, return_tensors="np")
+    ids, mask = batch.input_ids.astype(np.int32), batch.attention_mask.astype(np.int32)
+    translator = Translator(text, providers=setup.providers)
+    session = _session(ids_file, setup.providers)
+    feeds = {"input_ids": ids, "attention_mask": mask, "num_beams": np.array([4], np.int32)}
+
+    def median(run: Callable[[], object]) -> float:
+        run()
+        times = []
+        for _ in range(max(setup.runs, 5)):
+            started = time.perf_counter()
+            run()
+            times.append((time.perf_counter() - started) * 1000)
+        return statistics.median(times)
+
+    text_ms = median(lambda: translator.translate(sources, num_beams=4))
+    ids_ms = median(lambda: session.run(["sequences"], feeds))
+    return [
+        f"Demo model, 16 test sentences, 4 beams, on {setup.device}: text file {text_ms:.1f} ms, id-level file "
+        f"{ids_ms:.1f} ms: tokenizer + detokenizer {text_ms - ids_ms:.1f} ms."
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--quick", action="store_true", help="tiny shapes (a smoke test)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--shapes", default="opus-mt,nllb")
+    parser.add_argument("--work", type=Path, help="where exports go (default: a temporary folder)")
+    parser.add_argument("--out", type=Path, default=HERE / "gpu_report.md")
+    args = parser.parse_args()
+
+    import onnxruntime as ort
+
+    if args.device == "cuda":
+        if hasattr(ort, "preload_dlls"):
+            ort.preload_dlls()
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            sys.exit("onnxruntime has no CUDAExecutionProvider here: pip install onnxruntime-gpu (see the README)")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as temporary:
+        setup = Setup(args.device, args.quick, args.runs, args.work or Path(temporary))
+        setup.work.mkdir(parents=True, exist_ok=True)
+        report = ["# graphgen on a GPU", ""]
+        report += [f"onnxruntime {ort.__version__}, {platform.platform()}, device {args.device}", ""]
+        report += ["## Parity", "", *parity(setup), ""]
+        report += [f"## Speed (ms, median of {args.runs}, exactly {NEW_TOKENS} new tokens)", ""]
+        for shape in args.shapes.split(","):
+            report += [*speed(setup, shape), ""]
+        report += ["## The text file's tokenizer and detokenizer", "", *text_overhead(setup), ""]
+    report.append(f"Total {time.perf_counter() - started:.0f} s including exports.")
+    args.out.write_text("\n".join(report) + "\n", encoding="utf-8")
+    print("\n".join(report))
+
+
+if __name__ == "__main__":
+    main()
