@@ -67,13 +67,16 @@ $(OPTIMUM_VENV)/.installed:
 
 # Writes benchmarks/tokenizer_report.md (the portable tokenizer against the extensions op, under a
 # minute), benchmarks/report.md and benchmarks/latency_vs_length.png (about 15 minutes here), then
-# benchmarks/families_report.md: the full-size NLLB-200-distilled-600M and mBART-50 shapes.
+# benchmarks/families_report.md: the full-size NLLB-200-distilled-600M and mBART-50 shapes, and
+# benchmarks/export_report.md: those shapes exported in every mode, loaded and run (about 10 minutes).
+# On a machine with an NVIDIA GPU: `$(PY) benchmarks/gpu.py` (see the README's On a GPU).
 bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
 	$(PY) benchmarks/tokenizer.py
 	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python
 	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python --models nllb,mbart \
 	  --systems hf,optimum,ct2-float32,ct2-int8,graphgen-fp32,graphgen-int8 --runs 3 --new-tokens 20 \
 	  --report benchmarks/families_report.md
+	$(PY) benchmarks/export_modes.py
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check graphgen custom_ops tests models benchmarks examples

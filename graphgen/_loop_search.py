@@ -142,7 +142,9 @@ class _Search:
         )
         rows = processor_rows(spec)
         self.rows_table = b.derived("search_processor_rows", rows)
-        self.forced_row = b.const(rows[-1:], "forced_row") if spec.forced_eos else ""
+        # the forced EOS row replaces whole rows only without renormalisation (see log_probs)
+        forced_row_needed = spec.forced_eos and not spec.renormalize_logits
+        self.forced_row = b.const(rows[-1:], "forced_row") if forced_row_needed else ""
         self.lp_exponent = b.op("Cast", ["length_penalty"], to=DOUBLE)
 
     # -- the logits processors ------------------------------------------------------------------

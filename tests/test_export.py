@@ -218,3 +218,36 @@ def test_cli_export_precision_and_search_flags(demo_dir: Path, tmp_path: Path, c
     assert main(["export", str(demo_dir), "-o", str(tmp_path / "x.onnx"), "--fp16", "--int8", "-q"]) == 2
     assert "cannot be combined" in capsys.readouterr().err
     assert not (tmp_path / "x.onnx").exists()
+
+
+def _unused_initializers(graph: onnx.GraphProto, outer_reads: set[str] = frozenset()) -> list[str]:
+    """Initializers of ``graph`` (and its subgraphs) that no node reads, nor any graph's input or output
+    names (an optional input's default is an initializer of the same name)."""
+
+    def reads(g: onnx.GraphProto) -> set[str]:
+        names = {o.name for o in g.output}
+        for node in g.node:
+            names |= set(node.input)
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    names |= reads(attribute.g)
+        return names
+
+    used = reads(graph) | {i.name for i in graph.input} | set(outer_reads)
+    unused = [t.name for t in graph.initializer if t.name not in used]
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                unused += _unused_initializers(attribute.g, used)
+    return unused
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"tokenizer": False}, {"search": "op"}, {"fp16": True}, {"int8": True}, {"tokenizer": "extensions"}],
+    ids=["text", "ids", "op", "fp16", "int8", "extensions"],
+)
+def test_exported_graphs_carry_nothing_unused(demo_dir: Path, tmp_path: Path, options: dict) -> None:
+    """ONNX Runtime warns "Removing initializer ... It is not used by any node" on every load otherwise."""
+    export(demo_dir, tmp_path / "model.onnx", progress=lambda _: None, **options)
+    assert _unused_initializers(onnx.load(str(tmp_path / "model.onnx")).graph) == []
