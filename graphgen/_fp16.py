@@ -19,6 +19,7 @@ import numpy as np
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_helper
 
 from ._errors import GraphgenError
+from ._safetensors import release_pages
 from ._search import SEARCH_PARAMETERS
 from ._spec import ModelSpec
 
@@ -56,7 +57,10 @@ def _half(tensor: TensorProto) -> TensorProto:
 
 def float16_spec(spec: ModelSpec) -> ModelSpec:
     """``spec`` with float16 weights (HF's ``model.half()``), for layers built in float16."""
-    weights = {name: _half_array(array, name) for name, array in spec.weights.items()}
+    weights = {}
+    for name, array in spec.weights.items():
+        weights[name] = _half_array(array, name)
+        release_pages(array)
     return dataclasses.replace(spec, weights=weights)
 
 

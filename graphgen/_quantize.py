@@ -11,14 +11,29 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._safetensors import release_pages
 from ._spec import ModelSpec
+
+# Rows quantized at a time: bounds the float temporaries (NLLB's 256k-token table is 1 GB whole).
+ROWS_PER_BLOCK = 64
 
 
 def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``weight`` [in, out] → int8 [in, out] and float32 scales [out] with w ≈ q · scale."""
-    peak = np.abs(weight).max(axis=0)
+    """``weight`` [in, out] → int8 [in, out] and float32 scales [out] with w ≈ q · scale.
+
+    Block by block of rows (the same numbers as the whole array at once), so that no temporary of
+    the weight's size exists, then the checkpoint's pages behind ``weight`` let go.
+    """
+    rows = range(0, weight.shape[0], ROWS_PER_BLOCK)
+    peak = np.zeros(weight.shape[1], dtype=weight.dtype)
+    for start in rows:
+        np.maximum(peak, np.abs(weight[start : start + ROWS_PER_BLOCK]).max(axis=0), out=peak)
     scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-    quantized = np.clip(np.rint(weight / scale), -127, 127).astype(np.int8)
+    quantized = np.empty(weight.shape, dtype=np.int8)
+    for start in rows:
+        block = weight[start : start + ROWS_PER_BLOCK]
+        quantized[start : start + ROWS_PER_BLOCK] = np.clip(np.rint(block / scale), -127, 127).astype(np.int8)
+    release_pages(weight)
     return quantized, scale
 
 
@@ -38,5 +53,5 @@ class Int8Weights:
     def table(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A ``[vocab, d_model]`` table, returned transposed: int8 ``[d_model, vocab]``, scales ``[vocab]``."""
         if name not in self._cache:
-            self._cache[name] = quantize_columns(np.ascontiguousarray(self.spec.weights[name].T))
+            self._cache[name] = quantize_columns(self.spec.weights[name].T)
         return self._cache[name]

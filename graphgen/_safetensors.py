@@ -67,11 +67,40 @@ def _tensors(path: Path) -> Iterator[tuple[str, np.ndarray]]:
         yield name, array.reshape(entry["shape"])
 
 
+def release_pages(array: np.ndarray) -> None:
+    """Let the system drop the file pages behind ``array`` once it has been written out.
+
+    A view of the memory-mapped checkpoint keeps every page it was read through resident (and in
+    the process's RSS) until the mapping closes; for an array read once, that is the whole export.
+    Arrays that are not views of such a mapping are left alone.
+    """
+    base: object = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    if not isinstance(base, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    start = np.frombuffer(base, dtype=np.uint8, count=1).__array_interface__["data"][0]
+    offset = array.__array_interface__["data"][0] - start
+    aligned = offset - offset % mmap.PAGESIZE
+    base.madvise(mmap.MADV_DONTNEED, aligned, min(offset - aligned + array.nbytes, len(base) - aligned))
+
+
 def read_safetensors(files: list[Path]) -> dict[str, np.ndarray]:
-    """Every tensor of ``files``; floating-point ones as contiguous float32 copies."""
+    """Every tensor of ``files``, floating-point ones as float32.
+
+    float32 tensors stay read-only views of the memory-mapped file: the export then holds no
+    private copy of the checkpoint (the pages are the file's, read as they are written out, and
+    the system may drop them again). Other float types are converted into float32 copies.
+    """
     tensors: dict[str, np.ndarray] = {}
     for path in files:
         for name, array in _tensors(path):
-            # Copies, so that no array keeps the file mapped.
-            tensors[name] = array.astype(np.float32) if np.issubdtype(array.dtype, np.floating) else array.copy()
+            if array.dtype == np.dtype("<f4"):
+                tensors[name] = array.view(np.float32)
+            elif np.issubdtype(array.dtype, np.floating):
+                tensors[name] = array.astype(np.float32)
+            else:
+                tensors[name] = array.copy()
     return tensors

@@ -34,7 +34,7 @@ def layer_weights(config: Any, tensor: Callable[[str], np.ndarray]) -> Tensors:
     weights: Tensors = {}
 
     def add_linear(name: str, hf_name: str) -> None:
-        weights[f"{name}.weight"] = np.ascontiguousarray(tensor(f"{hf_name}.weight").T)
+        weights[f"{name}.weight"] = tensor(f"{hf_name}.weight").T  # a view: written out transposed
         weights[f"{name}.bias"] = tensor(f"{hf_name}.bias")
 
     def add_norm(name: str, hf_name: str) -> None:

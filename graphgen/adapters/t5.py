@@ -28,7 +28,7 @@ def _layer_weights(config: Any, tensor: Callable[[str], np.ndarray]) -> Tensors:
     weights: Tensors = {}
 
     def linear(name: str, hf_name: str) -> None:
-        weights[f"{name}.weight"] = np.ascontiguousarray(tensor(f"{hf_name}.weight").T)
+        weights[f"{name}.weight"] = tensor(f"{hf_name}.weight").T  # a view: written out transposed
 
     def attention(name: str, hf_name: str) -> None:
         for short, hf_short in (("q", "q"), ("k", "k"), ("v", "v"), ("out", "o")):
