@@ -216,8 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--fp16",
         action="store_true",
-        help="store weights and compute in float16, for GPU execution providers (CUDA); ONNX Runtime's CPU "
-        "BeamSearch does not run float16 subgraphs",
+        help="encoder and decoder in float16 (weights, activations, KV caches; the search stays float32), for "
+        "GPU execution providers (CUDA); the file runs on the CPU too, except with --search op",
     )
     export.add_argument(
         "--early-stopping",
@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="loop: graphgen's beam search in standard ONNX ops, a whole batch at once, every returned "
         "hypothesis as HF's; op: ONNX Runtime's com.microsoft.BeamSearch op (exact beam search then runs "
-        "one input at a time); auto (default): loop, except with --fp16 (op)",
+        "one input at a time); auto (default): loop",
     )
     export.add_argument(
         "--ort",
