@@ -69,6 +69,7 @@ from ._loop_search import FORCED_BOS_INPUT, NO_FORCED_BOS, loop_search
 from ._portable_tokenizer import add_portable_tokenizer
 from ._quantize import Int8Weights
 from ._safetensors import release_pages
+from ._save import StreamedWeights
 from ._search import (
     CHECKED_INPUT_IDS,
     ID_INPUTS,
@@ -114,7 +115,7 @@ class Weight:
 Initializer = TensorProto | Weight
 
 
-def add_initializers(graph: GraphProto, items: Iterable[Initializer]) -> None:
+def add_initializers(graph: GraphProto, items: Iterable[Initializer], streamed: StreamedWeights | None = None) -> None:
     """Append ``items`` to ``graph`` in order, making each weight's ``TensorProto`` just before.
 
     The model's bytes then exist once: a list of ``TensorProto``s handed to ``make_graph``, the
@@ -133,7 +134,10 @@ def add_initializers(graph: GraphProto, items: Iterable[Initializer]) -> None:
         tensor.name = item.name
         tensor.data_type = helper.np_dtype_to_tensor_dtype(item.array.dtype)
         tensor.dims.extend(item.array.shape)
-        tensor.raw_data = item.array.tobytes()
+        if streamed is not None and streamed.holds(item.array):
+            streamed.write(tensor, item.array)
+        else:
+            tensor.raw_data = item.array.tobytes()
         release_pages(item.array)
 
 
@@ -160,7 +164,9 @@ def place_weights(
     return outer, own
 
 
-def attach_weights(model: ModelProto, weights: dict[str, list[Initializer]]) -> None:
+def attach_weights(
+    model: ModelProto, weights: dict[str, list[Initializer]], streamed: StreamedWeights | None = None
+) -> None:
     """Append each subgraph's weights to it, found by graph name, in the finished model.
 
     Done last because protobuf copies a message by serializing it, which fails past 2 GB: a
@@ -176,7 +182,7 @@ def attach_weights(model: ModelProto, weights: dict[str, list[Initializer]]) -> 
                 if attribute.type == AttributeProto.GRAPH:
                     if attribute.g.name in weights:
                         found[attribute.g.name] += 1
-                        add_initializers(attribute.g, weights[attribute.g.name])
+                        add_initializers(attribute.g, weights[attribute.g.name], streamed)
                     visit(attribute.g)
 
     visit(model.graph)
@@ -302,13 +308,22 @@ def _search_core(
     )
 
 
-def build_id_model(spec: ModelSpec, *, int8: bool = False, search: str = "op", float16: bool = False) -> ModelProto:
-    """ids in, ids out: the search over the encoder and decoder (``float16``: loop search only)."""
+def build_id_model(
+    spec: ModelSpec,
+    *,
+    int8: bool = False,
+    search: str = "op",
+    float16: bool = False,
+    streamed: StreamedWeights | None = None,
+) -> ModelProto:
+    """ids in, ids out: the search over the encoder and decoder (``float16``: loop search only).
+
+    With ``streamed`` the weights go to that external data file as they are added (``_save``)."""
     core = _search_core(spec, int8, "pass at most that many ids per row", search, float16)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs)
     model = make_model(graph, metadata(spec, "ids", int8, search, float16))
-    add_initializers(model.graph, core.initializers)
-    attach_weights(model, core.subgraph_weights)
+    add_initializers(model.graph, core.initializers, streamed)
+    attach_weights(model, core.subgraph_weights, streamed)
     apply_compatibility_passes(model)
     return model
 
@@ -435,6 +450,7 @@ def build_text_model(
     tokenizer: str = EXTENSIONS,
     strings: bool = True,
     float16: bool = False,
+    streamed: StreamedWeights | None = None,
 ) -> ModelProto:
     """strings in, strings out: tokenizer → search → detokenizer in one graph.
 
@@ -500,8 +516,8 @@ def build_text_model(
         props[Key.TARGET_LANGUAGE] = target
     domains = [(ML_DOMAIN, ML_OPSET)] if tokenizer == PORTABLE else [(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)]
     model = make_model(graph, props, domains=domains)
-    add_initializers(model.graph, all_initializers)
-    attach_weights(model, core.subgraph_weights)
+    add_initializers(model.graph, all_initializers, streamed)
+    attach_weights(model, core.subgraph_weights, streamed)
     apply_compatibility_passes(model)
     return model
 

@@ -5,6 +5,7 @@ Each stage lives in its own module; this one only runs them in order and reports
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -19,7 +20,7 @@ from ._fp16 import Float16Error, to_float16
 from ._language_tokenizers import is_language_tokenizer, load_language_vocabulary
 from ._load import check_tokenizer_files, load_checkpoint
 from ._mobile import ORT_PLATFORMS, write_ort
-from ._save import check_output_path, save_model
+from ._save import check_output_path, past_protobuf_limit, save_model, streamed_weights
 from ._tokenizer_graphs import load_vocabulary
 
 log = logging.getLogger(__name__)
@@ -118,19 +119,32 @@ def export(
         f"building graphs ({search} search): {spec.architecture}, {spec.encoder_layers}+{spec.decoder_layers} layers, "
         f"d_model {spec.d_model}, vocab {spec.target_vocab_size}"
     )
-    if vocabulary is None:
-        onnx_model = build_id_model(spec, int8=int8, search=search, float16=float16_layers)
-    else:
-        report(f"building the tokenizer graph ({kind})")
-        onnx_model = build_text_model(
-            spec, vocabulary, int8=int8, search=search, tokenizer=kind, strings=strings, float16=float16_layers
-        )
-    if fp16 and not float16_layers:
-        report("converting the BeamSearch op's subgraphs to float16")
-        to_float16(onnx_model)
-        set_precision(onnx_model, "float16")
-    report(f"saving {path}")
-    files = save_model(onnx_model, path)
+    # A model past protobuf's limit goes to its data file weight by weight as it is assembled (the
+    # op's float16 pass converts a finished model, so that one is built in memory).
+    share = 0.25 if int8 else 0.5 if fp16 else 1.0
+    weight_bytes = share * sum(array.nbytes for array in spec.weights.values())
+    stream = past_protobuf_limit(weight_bytes) and not (fp16 and search == "op")
+    with streamed_weights(path) if stream else contextlib.nullcontext() as streamed:
+        if vocabulary is None:
+            onnx_model = build_id_model(spec, int8=int8, search=search, float16=float16_layers, streamed=streamed)
+        else:
+            report(f"building the tokenizer graph ({kind})")
+            onnx_model = build_text_model(
+                spec,
+                vocabulary,
+                int8=int8,
+                search=search,
+                tokenizer=kind,
+                strings=strings,
+                float16=float16_layers,
+                streamed=streamed,
+            )
+        if fp16 and not float16_layers:
+            report("converting the BeamSearch op's subgraphs to float16")
+            to_float16(onnx_model)
+            set_precision(onnx_model, "float16")
+        report(f"saving {path}")
+        files = save_model(onnx_model, path, streamed)
     if ort is not None:
         report(f"converting to .ort for {ort}")
         files += write_ort(path, ort)

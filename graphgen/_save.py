@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import onnx
 from onnx import ModelProto
 
@@ -94,16 +95,80 @@ def _weights_bytes(model: ModelProto) -> int:
     return sum(len(tensor.raw_data) for tensor in all_initializers(model.graph))
 
 
-def save_model(model: ModelProto, path: Path) -> list[Path]:
-    """Write ``model`` to ``path`` (plus ``path.data`` for large models); returns the files written."""
+def past_protobuf_limit(weight_bytes: float) -> bool:
+    """Whether weights of this size are written as external data (read at call time: tests lower it)."""
+    return weight_bytes > EXTERNAL_DATA_THRESHOLD
+
+
+# Offsets of streamed tensors are multiples of this, so that a runtime can map them from the file.
+DATA_ALIGNMENT = 4096
+# Tensors smaller than this stay inside the .onnx (as onnx.save_model's size_threshold does).
+INLINE_BYTES = 1024
+ROWS_PER_WRITE = 1024
+
+
+class StreamedWeights:
+    """The external data file of a large model, written while the model is assembled.
+
+    Each weight goes from its array (often a view of the memory-mapped checkpoint) to the file in
+    blocks of rows, and its ``TensorProto`` only points at it: the model's bytes are never all in
+    memory, as they would be in a ``ModelProto`` handed to ``onnx.save_model``.
+    """
+
+    def __init__(self, staging: Path, name: str) -> None:
+        self.name = name
+        self.path = staging / name
+        self.file = self.path.open("wb")
+
+    def holds(self, array: np.ndarray) -> bool:
+        return array.nbytes >= INLINE_BYTES
+
+    def write(self, tensor: onnx.TensorProto, array: np.ndarray) -> None:
+        """Append ``array`` (C order) and point ``tensor`` (name, type and dims set) at it."""
+        offset = -self.file.tell() % DATA_ALIGNMENT + self.file.tell()
+        self.file.write(b"\0" * (offset - self.file.tell()))
+        rows = array.reshape(1, -1) if array.ndim < 2 else array.reshape(array.shape[0], -1)
+        for start in range(0, rows.shape[0], ROWS_PER_WRITE):
+            self.file.write(np.ascontiguousarray(rows[start : start + ROWS_PER_WRITE]).tobytes())
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", self.name), ("offset", str(offset)), ("length", str(array.nbytes))):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, value
+
+
+@contextlib.contextmanager
+def streamed_weights(path: Path) -> Iterator[StreamedWeights]:
+    """A ``StreamedWeights`` for the model to be saved at ``path`` (its data file ``path.data``), in a
+    staging directory until ``save_model`` moves it out."""
+    with staging_directory(path.parent, path.name + ".data") as staging:
+        weights = StreamedWeights(staging, path.name + ".data")
+        try:
+            yield weights
+        except OSError as error:
+            raise OutputPathError(f"cannot write {weights.path}: {error.strerror or error}") from error
+        finally:
+            weights.file.close()
+
+
+def save_model(model: ModelProto, path: Path, streamed: StreamedWeights | None = None) -> list[Path]:
+    """Write ``model`` to ``path`` (plus ``path.data`` for large models); returns the files written.
+
+    With ``streamed``, the weights are already in its file (``streamed_weights``): it is moved
+    beside the model.
+    """
     path = check_output_path(path)
-    external = _weights_bytes(model) > EXTERNAL_DATA_THRESHOLD
+    external = past_protobuf_limit(_weights_bytes(model))
     data_name = path.name + ".data"
     written: list[Path] = []
     with staging_directory(path.parent, path.name) as staging:
         staged = staging / path.name
         try:
-            if external:
+            if streamed is not None:
+                streamed.file.close()
+                staged.write_bytes(model.SerializeToString())
+                os.replace(streamed.path, path.parent / data_name)
+                written.append(path.parent / data_name)
+            elif external:
                 onnx.save_model(
                     model,
                     staged,

@@ -251,3 +251,29 @@ def test_exported_graphs_carry_nothing_unused(demo_dir: Path, tmp_path: Path, op
     """ONNX Runtime warns "Removing initializer ... It is not used by any node" on every load otherwise."""
     export(demo_dir, tmp_path / "model.onnx", progress=lambda _: None, **options)
     assert _unused_initializers(onnx.load(str(tmp_path / "model.onnx")).graph) == []
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"search": "op"}, {"fp16": True}, {"int8": True}], ids=["text", "op", "fp16", "int8"]
+)
+def test_large_exports_stream_their_weights_to_the_data_file(
+    demo_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict
+) -> None:
+    """Past the limit, each weight goes to ``.data`` as the model is assembled (the export's peak memory
+    stays near the file size): the same tensors as the in-memory export, page-aligned, and a file that runs."""
+    export(demo_dir, tmp_path / "memory.onnx", progress=lambda _: None, **options)
+    monkeypatch.setattr("graphgen._save.EXTERNAL_DATA_THRESHOLD", 1024)
+    result = export(demo_dir, tmp_path / "streamed.onnx", progress=lambda _: None, **options)
+    assert [f.name for f in result.files] == ["streamed.onnx", "streamed.onnx.data"]
+    assert not [p for p in tmp_path.iterdir() if "staging" in p.name]
+    header = onnx.load(str(tmp_path / "streamed.onnx"), load_external_data=False)
+    external = [t for t in all_initializers(header.graph) if t.data_location == onnx.TensorProto.EXTERNAL]
+    assert len(external) > 20
+    assert all(int({e.key: e.value for e in t.external_data}["offset"]) % 4096 == 0 for t in external)
+    expected = {
+        t.name: onnx.numpy_helper.to_array(t) for t in all_initializers(onnx.load(str(tmp_path / "memory.onnx")).graph)
+    }
+    streamed = onnx.load(str(tmp_path / "streamed.onnx"))
+    got = {t.name: onnx.numpy_helper.to_array(t) for t in all_initializers(streamed.graph)}
+    assert got.keys() == expected.keys()
+    assert all(np.array_equal(got[name], expected[name]) for name in expected)
