@@ -38,6 +38,8 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from systems import _forced_length_kwargs  # noqa: E402
+
 DEMO = ROOT / "models" / "demo-en-zh"
 NEW_TOKENS = 40
 WORKLOADS = (("batch 1 greedy", 1, 1), ("batch 1 × 4 beams", 1, 4), ("batch 16 × 4", 16, 4), ("batch 64 × 4", 64, 4))
@@ -132,10 +134,6 @@ def parity(setup: Setup) -> list[str]:
 # --- 2. speed ------------------------------------------------------------------------------------
 
 
-def _forced(new_tokens: int) -> dict[str, int]:
-    return {"min_length": new_tokens + 1, "max_length": new_tokens + 1}  # decoder start + new tokens
-
-
 class HF:
     def __init__(self, checkpoint: Path, device: str, half: bool) -> None:
         import torch
@@ -152,7 +150,7 @@ class HF:
                 input_ids=torch.from_numpy(ids).long().to(self.device),
                 attention_mask=torch.from_numpy(mask).long().to(self.device),
                 num_beams=beams,
-                **_forced(NEW_TOKENS),
+                **_forced_length_kwargs(NEW_TOKENS),
             )
         return int(out.cpu().shape[1]) - 1
 
@@ -167,7 +165,7 @@ class Graphgen:
         self.session = _session(path, providers)
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray, beams: int) -> int:
-        lengths = {k: np.array([v], np.int32) for k, v in _forced(NEW_TOKENS).items()}
+        lengths = {k: np.array([v], np.int32) for k, v in _forced_length_kwargs(NEW_TOKENS).items()}
         feeds = {"input_ids": ids, "attention_mask": mask, "num_beams": np.array([beams], np.int32), **lengths}
         sequences = self.session.run(["sequences"], feeds)[0]
         # the sequences leave out a final EOS (HF's keep it): a row shorter than max_length ended by one

@@ -125,8 +125,9 @@ class StreamedWeights:
 
     def write(self, tensor: onnx.TensorProto, array: np.ndarray) -> None:
         """Append ``array`` (C order) and point ``tensor`` (name, type and dims set) at it."""
-        offset = -self.file.tell() % DATA_ALIGNMENT + self.file.tell()
-        self.file.write(b"\0" * (offset - self.file.tell()))
+        padding = -self.file.tell() % DATA_ALIGNMENT
+        self.file.write(b"\0" * padding)
+        offset = self.file.tell()
         rows = array.reshape(1, -1) if array.ndim < 2 else array.reshape(array.shape[0], -1)
         for start in range(0, rows.shape[0], ROWS_PER_WRITE):
             self.file.write(np.ascontiguousarray(rows[start : start + ROWS_PER_WRITE]).tobytes())
