@@ -1,8 +1,9 @@
 """The exported files on the ONNX Runtime and onnxruntime-extensions releases other bindings ship.
 
 Java's and Android's extensions packages are 0.13.0, C#'s is 0.14.0; mobile apps and services pin
-older runtimes. Each cell of the matrix is a virtual environment with just those two packages
-(and numpy), made once under ``.venv-matrix/`` and reused; the demo test set goes through the
+older runtimes. Each cell of the matrix is a throwaway virtual environment with just those two
+packages and numpy (no pip, no dependencies: 120-160 MB, built in seconds and deleted once the cell
+has run, so the suite's disk use does not grow with the matrix); the demo test set goes through the
 text-level files (the default portable tokenizer, float32 and int8, and the extensions-based one)
 and the id-level files (float32 and int8 with the default loop search, and ORT's BeamSearch op
 with ``--search op``); they must give what HF and the newest runtime give. So must the text files
@@ -14,7 +15,11 @@ no extensions package at all (``ort-only``): ONNX Runtime and numpy, nothing els
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
+import tempfile
+import venv
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,13 +28,12 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import REPO, cached_venv, demo_test_pairs, language_checkpoint, t5_checkpoint
+from conftest import REPO, demo_test_pairs, language_checkpoint, t5_checkpoint
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import Translator, export
 from graphgen._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
 
-MATRIX_DIR = REPO / ".venv-matrix"
 ORT_RELEASES = ("1.17.3", "1.20.1", "1.24.4", "1.32.0")  # the floor, the issue's floor, a middle one, the newest
 EXTENSIONS_RELEASES = ("0.13.0", "0.14.0", "0.15.2")  # Java/Android, C#, PyPI's newest
 NO_EXTENSIONS = "none"
@@ -59,13 +63,35 @@ FAMILY_FILES = [
 ]
 
 
-def _cell_python(runtime: str, extensions: str) -> Path:
-    """The cell's interpreter (its venv is built on first use and kept)."""
+def _cell_requirements(runtime: str, extensions: str) -> list[str]:
+    """What a cell installs: ONNX Runtime, numpy and (unless ``none``) the extensions, nothing else.
+
+    ONNX Runtime's other dependencies (sympy, protobuf, flatbuffers, coloredlogs, packaging) serve
+    its tools, not ``InferenceSession``; leaving them out is also what a minimal deployment does.
+    """
     numpy = "numpy<2" if tuple(map(int, runtime.split(".")[:2])) < (1, 19) else "numpy<2.4"
     packages = [f"onnxruntime=={runtime}", numpy]
     if extensions != NO_EXTENSIONS:
         packages.append(f"onnxruntime-extensions=={extensions}")
-    return cached_venv(MATRIX_DIR / f"ort-{runtime}-ext-{extensions}", *packages)
+    return packages
+
+
+def _run_cell(cell: tuple[str, str], request: Path) -> dict:
+    """The runner's report from a fresh venv of the cell, which is deleted afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix=f"graphgen-cell-{cell[0]}-{cell[1]}-"))
+    try:
+        venv.create(folder, with_pip=False)
+        python = folder / "bin" / "python"
+        install = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps"]
+        done = subprocess.run([*install, *_cell_requirements(*cell)], capture_output=True, text=True)
+        assert done.returncode == 0, f"{cell}: installing failed: {done.stderr[-3000:]}"
+        done = subprocess.run(
+            [python, REPO / "tests" / "compat_runner.py", request], capture_output=True, text=True, timeout=900
+        )
+        assert done.returncode == 0, f"{cell}: {done.stderr[-3000:]}"
+        return json.loads(done.stdout)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _needs_extensions(name: str) -> bool:
@@ -200,13 +226,7 @@ def matrix(
     no_library.write_text(json.dumps({"jobs": [job for job in jobs if job["kind"] != "text"]}), encoding="utf-8")
 
     def run(cell: tuple[str, str]) -> dict:
-        python = _cell_python(*cell)
-        asked = no_library if cell[1] == NO_EXTENSIONS else request
-        done = subprocess.run(
-            [python, REPO / "tests" / "compat_runner.py", asked], capture_output=True, text=True, timeout=900
-        )
-        assert done.returncode == 0, f"{cell}: {done.stderr[-3000:]}"
-        return json.loads(done.stdout)
+        return _run_cell(cell, no_library if cell[1] == NO_EXTENSIONS else request)
 
     with ThreadPoolExecutor(2) as pool:
         return dict(zip(CELLS, pool.map(run, CELLS), strict=True))
