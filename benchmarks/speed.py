@@ -8,7 +8,7 @@ inputs, greedy and 4 beams, exactly N new tokens for every system (min length = 
 Systems (``systems.py``) each run in a worker process of their own (``worker.py``); the driver
 alternates between them per workload. Each timing is the median of ``--runs`` after a warm-up.
 Also reported: file size, session load time and peak RSS per system, latency against output length
-(chart), a roofline figure for graphgen fp32 greedy, and int8 quality on the demo test set.
+(chart), a roofline figure for graphgen fp32 greedy, and int8/int4 quality on the demo test set.
 """
 
 from __future__ import annotations
@@ -336,29 +336,42 @@ def roofline(greedy_ms: float, steps: int, bandwidths: list[float]) -> str:
     )
 
 
-def int8_quality(work: Path) -> str:
-    """Exact-match rate of int8 vs fp32 and accuracy of each against the references (demo test set)."""
+def quantized_quality(work: Path) -> list[str]:
+    """The quantized files against fp32 and against the references (demo test set): exact-match
+    rates, and chrF (sacrebleu, characters: the targets are Chinese)."""
     from conftest import demo_test_pairs
+    from sacrebleu.metrics import CHRF
 
     from graphgen import Translator
     from graphgen._export import export
 
     pairs = demo_test_pairs()
-    outputs = {}
-    for name, int8 in (("fp32", False), ("int8", True)):
+    sources = [source for source, _ in pairs]
+    references = [reference for _, reference in pairs]
+    outputs, sizes = {}, {}
+    for name, options in (("fp32", {}), ("int8", {"int8": True}), ("int4", {"int4": True})):
         path = work / f"demo-{name}.onnx"
-        export(DEMO, path, int8=int8, progress=lambda _: None)
+        export(DEMO, path, progress=lambda _: None, **options)
         translator = Translator(path, threads=2)
-        sources = [source for source, _ in pairs]
         outputs[name] = [t for i in range(0, len(sources), 16) for t in translator.translate(sources[i : i + 16])]
-    same = sum(a == b for a, b in zip(outputs["fp32"], outputs["int8"], strict=True))
-    correct = {name: sum(o == ref for o, (_, ref) in zip(out, pairs, strict=True)) for name, out in outputs.items()}
+        sizes[name] = path.stat().st_size / 2**20
     n = len(pairs)
-    return (
-        f"demo model, {n} held-out test sentences, default search (4 beams): int8 output identical to fp32 for "
-        f"{same}/{n}; exact-match accuracy against the references: fp32 {correct['fp32']}/{n}, "
-        f"int8 {correct['int8']}/{n}."
-    )
+    lines = [
+        f"Demo model, {n} held-out test sentences, default search (4 beams).",
+        "",
+        "| file | MB | identical to fp32 | chrF vs fp32 | equal to the reference | chrF vs the references |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in ("fp32", "int8", "int4"):
+        out = outputs[name]
+        same = sum(a == b for a, b in zip(outputs["fp32"], out, strict=True))
+        correct = sum(o == r for o, r in zip(out, references, strict=True))
+        to_fp32 = CHRF().corpus_score(out, [outputs["fp32"]]).score
+        to_references = CHRF().corpus_score(out, [references]).score
+        lines.append(
+            f"| {name} | {sizes[name]:.1f} | {same}/{n} | {to_fp32:.1f} | {correct}/{n} | {to_references:.1f} |"
+        )
+    return lines
 
 
 def describe_machine(workers: list[Worker]) -> str:
@@ -557,7 +570,7 @@ def main() -> None:
         args.machine = describe_machine([w for ws in per_model.values() for w in ws])
         extras = [*against_peers(rows), *extras]
         if "demo" in args.models:
-            extras += ["## int8 quality", "", int8_quality(work), ""]
+            extras += ["## int8 and int4 quality", "", *quantized_quality(work), ""]
     report = markdown(args, rows, per_model, extras, time.perf_counter() - started)
     args.report.write_text(report, encoding="utf-8")
     print(report)

@@ -52,6 +52,7 @@ SYSTEMS = [
     System("ct2-int8", "CTranslate2 int8", "main"),
     System("graphgen-fp32", "graphgen fp32", "main"),
     System("graphgen-int8", "graphgen int8", "main"),
+    System("graphgen-int4", "graphgen int4", "main"),
     System("graphgen-int8-op", "graphgen int8 --search op (ORT BeamSearch op)", "main"),
 ]
 BY_KEY = {system.key: system for system in SYSTEMS}
@@ -88,7 +89,7 @@ class _HF:
 # --- graphgen ----------------------------------------------------------------------------------
 
 
-def _prepare_graphgen(key: str, int8: bool, search: str = "auto"):
+def _prepare_graphgen(key: str, int8: bool, search: str = "auto", int4: bool = False):
     def prepare(checkpoint: Path, work: Path) -> None:
         from graphgen._export import export
 
@@ -99,6 +100,7 @@ def _prepare_graphgen(key: str, int8: bool, search: str = "auto"):
             folder / "model.onnx",
             tokenizer=False,
             int8=int8,
+            int4=int4,
             search=search,
             progress=lambda _: None,
         )
@@ -216,6 +218,7 @@ PREPARE = {
     "ct2-int8": _prepare_ct2("int8"),
     "graphgen-fp32": _prepare_graphgen("graphgen-fp32", False),
     "graphgen-int8": _prepare_graphgen("graphgen-int8", True),
+    "graphgen-int4": _prepare_graphgen("graphgen-int4", False, int4=True),
     "graphgen-int8-op": _prepare_graphgen("graphgen-int8-op", True, search="op"),
 }
 LOAD = {
@@ -226,5 +229,6 @@ LOAD = {
     "ct2-int8": lambda checkpoint, work: _CT2(checkpoint, work / "ct2-int8", "int8"),
     "graphgen-fp32": lambda checkpoint, work: _Graphgen(work / "graphgen-fp32" / "model.onnx"),
     "graphgen-int8": lambda checkpoint, work: _Graphgen(work / "graphgen-int8" / "model.onnx"),
+    "graphgen-int4": lambda checkpoint, work: _Graphgen(work / "graphgen-int4" / "model.onnx"),
     "graphgen-int8-op": lambda checkpoint, work: _Graphgen(work / "graphgen-int8-op" / "model.onnx"),
 }

@@ -10,6 +10,8 @@ Python path for them:
   string tensor (``--no-strings``: languages and translations as UTF-8 bytes);
 * ``demo-en-zh-extensions.onnx``: the file with ``--tokenizer extensions``, which the examples
   (without onnxruntime-extensions) must refuse with a clear message;
+* ``demo-en-zh-int4.onnx`` and ``expected-int4.txt``: the file with ``--int4`` (ONNX Runtime's
+  ``MatMulNBits``) and its translations of the first 64 sources in batches of 16;
 * ``demo-en-zh-greedy.onnx`` and ``expected-greedy.txt``: a copy baked with ``num_beams=1``
   (``graphgen bake``: how hosts that cannot feed optional inputs choose settings) and the greedy
   translations of the first 40 sources;
@@ -56,6 +58,10 @@ def main(out: Path) -> None:
     write_baked(text_model, out / "demo-en-zh-greedy.onnx", {"num_beams": 1})
     greedy = translator.translate(sources[:40], num_beams=1)
     (out / "expected-greedy.txt").write_text("".join(f"{t}\n" for t in greedy), encoding="utf-8")
+    graphgen.export(str(DEMO), str(out / "demo-en-zh-int4.onnx"), int4=True, progress=lambda _: None)
+    int4 = graphgen.Translator(out / "demo-en-zh-int4.onnx")
+    quantized = [t for start in range(0, 64, 16) for t in int4.translate(sources[start : start + 16])]
+    (out / "expected-int4.txt").write_text("".join(f"{t}\n" for t in quantized), encoding="utf-8")
 
     rows = language_fixtures(out, [source.split(" ", 1)[1] for source in sources[:24]])
     print(f"examples fixtures: {len(sources)} sentences, {rows} NLLB rows in {out}")

@@ -67,7 +67,7 @@ from ._language_tokenizers import (
 )
 from ._loop_search import FORCED_BOS_INPUT, NO_FORCED_BOS, loop_search
 from ._portable_tokenizer import add_portable_tokenizer
-from ._quantize import Int8Weights
+from ._quantize import quantized_weights
 from ._safetensors import release_pages
 from ._save import StreamedWeights
 from ._search import (
@@ -191,8 +191,9 @@ def attach_weights(
 
 
 def metadata(
-    spec: ModelSpec, interface: str, int8: bool = False, search: str = "op", float16: bool = False
+    spec: ModelSpec, interface: str, quantization: str = "", search: str = "op", float16: bool = False
 ) -> dict[str, str]:
+    """``quantization``: ``""`` (float weights), ``"int8"`` or ``"int4"``."""
     from . import __version__
 
     defaults = {name: value.item() for name, value in parameter_defaults(spec).items()}
@@ -207,7 +208,7 @@ def metadata(
         "graphgen.architecture": spec.architecture,
         "graphgen.interface": interface,
         "graphgen.search": search,
-        "graphgen.precision": "int8" if int8 else "float16" if float16 else "float32",
+        "graphgen.precision": quantization or ("float16" if float16 else "float32"),
         "graphgen.generation_defaults": json.dumps(defaults, sort_keys=True),
         "graphgen.custom_op_domains": json.dumps([MS_DOMAIN]),
         "graphgen.max_positions": str(spec.max_positions),
@@ -244,11 +245,11 @@ class _SearchCore:
     subgraph_weights: dict[str, list[Initializer]] = field(default_factory=dict)  # see attach_weights
 
 
-def _loop_search_core(spec: ModelSpec, int8: bool, too_long_remedy: str, float16: bool = False) -> _SearchCore:
+def _loop_search_core(spec: ModelSpec, quantization: str, too_long_remedy: str, float16: bool = False) -> _SearchCore:
     """The search in standard ops (``_loop_search``): every weight in the outer graph, which the
     loop body reads directly (one level down, where ORT still prepacks). ``float16``: the layers in
     float16 (``_fp16.float16_spec``), the search in float32."""
-    weights = Int8Weights(spec) if int8 else None
+    weights = quantized_weights(spec, quantization)
     layers = float16_spec(spec) if float16 else spec
     search = loop_search(
         layers, weights, CHECKED_INPUT_IDS, "attention_mask", RAW_SEQUENCES, "sequence_scores", float16=float16
@@ -267,23 +268,31 @@ def _loop_search_core(spec: ModelSpec, int8: bool, too_long_remedy: str, float16
     )
 
 
+def _quantization(int8: bool, int4: bool) -> str:
+    if int8 and int4:
+        raise GraphgenError("--int8 and --int4 cannot be combined")
+    return "int8" if int8 else "int4" if int4 else ""
+
+
 def forced_bos_default(spec: ModelSpec) -> np.ndarray:
     forced = spec.generation.forced_bos_token_id
     return np.array([NO_FORCED_BOS if forced is None else forced], dtype=np.int32)
 
 
 def _search_core(
-    spec: ModelSpec, int8: bool, too_long_remedy: str, search: str = "op", float16: bool = False
+    spec: ModelSpec, quantization: str, too_long_remedy: str, search: str = "op", float16: bool = False
 ) -> _SearchCore:
     """``float16`` is for the loop search; the op's float16 file is made by ``_fp16.to_float16``."""
     if search == "loop":
-        return _loop_search_core(spec, int8, too_long_remedy, float16)
+        return _loop_search_core(spec, quantization, too_long_remedy, float16)
+    if quantization == "int4":
+        raise GraphgenError("int4 weights run in graphgen's own search: export with search='loop' (the default)")
     if spec.generation.forced_bos_token_id is not None:
         raise UnsupportedModelError(
             "the checkpoint's generation config forces a first token (forced_bos_token_id), "
             "which only graphgen's own search does: export with search='loop' (the default)"
         )
-    weights = Int8Weights(spec) if int8 else None
+    weights = quantized_weights(spec, quantization)
     encoder = build_encoder_graph(spec, weights)
     decoder = build_decoder_graph(spec, weights)
     # With early stopping one batched BeamSearch node is exact: single-use weights become subgraph
@@ -312,16 +321,18 @@ def build_id_model(
     spec: ModelSpec,
     *,
     int8: bool = False,
+    int4: bool = False,
     search: str = "op",
     float16: bool = False,
     streamed: StreamedWeights | None = None,
 ) -> ModelProto:
-    """ids in, ids out: the search over the encoder and decoder (``float16``: loop search only).
+    """ids in, ids out: the search over the encoder and decoder (``float16``, ``int4``: loop search only).
 
     With ``streamed`` the weights go to that external data file as they are added (``_save``)."""
-    core = _search_core(spec, int8, "pass at most that many ids per row", search, float16)
+    quantization = _quantization(int8, int4)
+    core = _search_core(spec, quantization, "pass at most that many ids per row", search, float16)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs)
-    model = make_model(graph, metadata(spec, "ids", int8, search, float16))
+    model = make_model(graph, metadata(spec, "ids", quantization, search, float16))
     add_initializers(model.graph, core.initializers, streamed)
     attach_weights(model, core.subgraph_weights, streamed)
     apply_compatibility_passes(model)
@@ -446,6 +457,7 @@ def build_text_model(
     vocabulary: MarianVocabulary | LanguageVocabulary,
     *,
     int8: bool = False,
+    int4: bool = False,
     search: str = "op",
     tokenizer: str = EXTENSIONS,
     strings: bool = True,
@@ -477,7 +489,8 @@ def build_text_model(
     if coded is not None and search != "loop":
         raise UnsupportedModelError("target languages are forced by graphgen's own search: use search='loop'")
     remedy = f"shorten it, or set the optional input {TRUNCATE} to true to cut it"
-    core = _search_core(spec, int8, remedy, search, float16)
+    quantization = _quantization(int8, int4)
+    core = _search_core(spec, quantization, remedy, search, float16)
     ends = _text_ends(spec, vocabulary, coded, tokenizer, strings)
     # The forced first token is an id-level input; text graphs choose it by target_language, or keep
     # the checkpoint's default as a constant.
@@ -502,7 +515,7 @@ def build_text_model(
         *post.constants,
         *tables,
     ]
-    props = metadata(spec, "text", int8, search, float16)
+    props = metadata(spec, "text", quantization, search, float16)
     props[Key.TOKENIZER] = tokenizer
     if not strings:
         props[Key.STRINGS] = "none"

@@ -61,6 +61,7 @@ def export(
     tokenizer: bool | str = True,
     strings: bool = True,
     int8: bool = False,
+    int4: bool = False,
     fp16: bool = False,
     early_stopping: bool | None = None,
     search: str = "auto",
@@ -77,7 +78,8 @@ def export(
     ``tokenizer=False`` the graph takes and returns token ids. ``strings=False`` leaves every string
     tensor out of a portable text file (the languages as UTF-8 bytes too, no ``translation``
     output), for ONNX Runtime builds without the string type. ``int8=True`` stores every matrix
-    (embedding tables and output projection included) as int8 with per-column scales.
+    (embedding tables and output projection included) as int8 with per-column scales; ``int4=True``
+    as 4 bits with a scale per block of 32 inputs (ONNX Runtime's ``MatMulNBits``; loop search only).
     ``fp16=True`` builds the encoder and decoder in float16 (the search itself stays float32), for
     GPU execution providers.
     ``early_stopping`` overrides the checkpoint's setting. ``True`` finishes an input once
@@ -93,8 +95,10 @@ def export(
     processor.
     """
     report = progress or log.info
-    if int8 and fp16:
-        raise Float16Error("--fp16 and --int8 cannot be combined")
+    if (int8 or int4) and fp16:
+        raise Float16Error(f"--fp16 and --{'int8' if int8 else 'int4'} cannot be combined")
+    if int8 and int4:
+        raise GraphgenError("--int8 and --int4 cannot be combined")
     if ort is not None and ort not in ORT_PLATFORMS:
         raise GraphgenError(f"unknown .ort platform {ort!r}; choose one of {', '.join(ORT_PLATFORMS)}")
     kind = tokenizer_kind(tokenizer)
@@ -121,18 +125,21 @@ def export(
     )
     # A model past protobuf's limit goes to its data file weight by weight as it is assembled (the
     # op's float16 pass converts a finished model, so that one is built in memory).
-    share = 0.25 if int8 else 0.5 if fp16 else 1.0
+    share = 0.25 if int8 else 0.14 if int4 else 0.5 if fp16 else 1.0
     weight_bytes = share * sum(array.nbytes for array in spec.weights.values())
     stream = past_protobuf_limit(weight_bytes) and not (fp16 and search == "op")
     with streamed_weights(path) if stream else contextlib.nullcontext() as streamed:
         if vocabulary is None:
-            onnx_model = build_id_model(spec, int8=int8, search=search, float16=float16_layers, streamed=streamed)
+            onnx_model = build_id_model(
+                spec, int8=int8, int4=int4, search=search, float16=float16_layers, streamed=streamed
+            )
         else:
             report(f"building the tokenizer graph ({kind})")
             onnx_model = build_text_model(
                 spec,
                 vocabulary,
                 int8=int8,
+                int4=int4,
                 search=search,
                 tokenizer=kind,
                 strings=strings,

@@ -19,8 +19,9 @@ The loop ends when no item can improve, as HF's does. Greedy search is the one-b
 ``early_stopping=True``, which is HF's greedy rule (an item ends at its first EOS). The logits
 processors run on the model's logits in HF's order, including ``repetition_penalty`` on raw
 logits for greedy search and on log-probabilities for beam search, ``no_repeat_ngram_size``,
-and both ``renormalize_logits`` settings. The encoder and the first decoder step run once per
-item, before the loop; the loop body holds the decoder step.
+and both ``renormalize_logits`` settings. The encoder and the cross-attention caches run once per
+item, before the loop; the loop body holds every decoder step, the first included (so each
+decoder weight has one reader, and ONNX Runtime prepacks it once).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from onnx import GraphProto, NodeProto, TensorProto, helper
 from custom_ops import fail_when
 from custom_ops.builder import BOOL, FLOAT, FLOAT16, INT32, INT64, GraphBuilder, i64
 
-from ._quantize import Int8Weights
+from ._quantize import QuantizedWeights
 from ._spec import ModelSpec
 from ._subgraphs import NEG_INF, _Transformer
 
@@ -208,11 +209,11 @@ class _Search:
             )
         return result
 
-    def force_first_token(self, log_probs: str, forced_bos: str) -> str:
-        """HF's ``ForcedBOSTokenLogitsProcessor`` on the first step's ``[B, V]`` log-probabilities:
-        each item's forced token gets exactly 0 and every other token -inf (any renormalisation
-        leaves that row as it is). A forced EOS at the same step (``max_length`` 2) comes after it
-        in HF's order and wins."""
+    def first_tokens(self, forced_bos: str) -> str:
+        """Each row's forced first token ``[B*K, 1]`` int32 (``NO_FORCED_BOS`` for none), checked:
+        one id, or one per input row, inside the vocabulary. A forced EOS at the first step
+        (``max_length`` 2) comes after HF's ``ForcedBOSTokenLogitsProcessor`` and wins: no row is
+        forced then."""
         b, spec = self.outer, self.spec
         count = b.op("Shape", [forced_bos])
         wrong_count = b.op(
@@ -236,14 +237,29 @@ class _Search:
             f"graphgen: {FORCED_BOS_INPUT} outside the vocabulary (use {NO_FORCED_BOS} for none)",
             forced_bos,
         )
-        per_row = b.op("Unsqueeze", [b.op("Expand", [forced_bos, self.batch]), b.const(i64(1))])  # [B, 1]
-        vocabulary = b.const(np.arange(spec.target_vocab_size, dtype=np.int32)[None, :], "vocabulary_ids")
-        row = b.op("Where", [b.op("Equal", [vocabulary, per_row]), b.const(np.float32(0.0)), b.const(NEG_INF)])
-        active = b.op("Not", [b.op("Equal", [per_row, b.const(np.int32(NO_FORCED_BOS))])])
+        per_item = b.op("Expand", [forced_bos, self.batch])
         if spec.forced_eos:
             eos_now = b.op("Equal", ["max_length", b.const(np.array([2], dtype=np.int32))])
-            active = b.op("And", [active, b.op("Not", [eos_now])])
-        return b.op("Where", [active, row, log_probs])
+            per_item = b.op("Where", [eos_now, b.const(np.int32(NO_FORCED_BOS)), per_item])
+        return b.op("Unsqueeze", [b.op("Gather", [per_item, self.repeat]), b.const(i64(1))])
+
+    def force_first_token(self, b: GraphBuilder, log_probs: str, first_tokens: str, iteration: str) -> str:
+        """HF's ``ForcedBOSTokenLogitsProcessor`` on ``[B*K, V]`` log-probabilities at the first step
+        (``iteration`` 0): a row's forced token gets exactly 0 and every other token -inf (any
+        renormalisation leaves that row as it is). Later steps pass through (an ``If``: the
+        ``[B*K, V]`` comparison is made once, not per step)."""
+        vocabulary = self.outer.const(np.arange(self.spec.target_vocab_size, dtype=np.int32)[None, :], "vocabulary_ids")
+        force = GraphBuilder(b.fresh("forced_first"))
+        row = force.op(
+            "Where",
+            [force.op("Equal", [vocabulary, first_tokens]), force.const(np.float32(0.0)), force.const(NEG_INF)],
+        )
+        active = force.op("Not", [force.op("Equal", [first_tokens, force.const(np.int32(NO_FORCED_BOS))])])
+        force.op("Where", [active, row, log_probs], outputs=[force.fresh("log_probs")])
+        keep = GraphBuilder(b.fresh("later_step"))
+        keep.op("Identity", [log_probs], outputs=[keep.fresh("log_probs")])
+        first = b.op("Equal", [iteration, b.const(np.int64(0))])
+        return b.op("If", [first], then_branch=_branch(force, FLOAT), else_branch=_branch(keep, FLOAT))
 
     # -- one step of HF's bookkeeping -----------------------------------------------------------
 
@@ -423,7 +439,7 @@ def _initial_beams(search: _Search) -> _Beams:
         ],
     )
     return _Beams(
-        tokens="",  # the first step's token is the decoder start, fed before the beams exist
+        tokens=b.reshape(start, [-1, 1]),
         running=start,
         running_scores=b.op("Expand", [first_only, search.grid]),
         finished=start,
@@ -444,7 +460,7 @@ class LoopSearch:
 
 def loop_search(
     spec: ModelSpec,
-    int8: Int8Weights | None,
+    quantized: QuantizedWeights | None,
     input_ids: str,
     mask: str,
     sequences: str,
@@ -463,36 +479,29 @@ def loop_search(
     """
     search = _Search(spec, input_ids)
     b = search.outer
-    t = _Transformer(b, spec, int8, float16=float16)
+    t = _Transformer(b, spec, quantized, float16=float16)
     cache_type = FLOAT16 if float16 else FLOAT
     heads = spec.decoder_heads
 
-    # Encoder and the first decoder step, once per item.
+    # The encoder and the source side of every step (cross-attention caches), once per item.
     states = t.encoder(input_ids, mask)
     cross = t.cross_caches(states)
-    start_ids = b.op(
-        "Expand",
-        [
-            b.const(np.full((1, 1), spec.decoder_start_token_id, dtype=np.int32)),
-            b.op("Concat", [search.batch, b.const(i64(1))], axis=0),
-        ],
-    )
-    logits, presents = t.decoder_step(start_ids, b.const(i64(0)), None, cross, mask, processors=False)
-    one = b.const(i64(1))
-    # The sequences so far are the start tokens themselves (for the repetition penalty).
-    log_probs = search.log_probs(b, b.reshape(logits, [-1, spec.target_vocab_size]), one, start_ids)
-    log_probs = search.force_first_token(log_probs, forced_bos)
-    beams, reorder, go_on = search.step(b, b.op("Gather", [log_probs, search.repeat]), _initial_beams(search), one)
-    item_of_row = b.op("Gather", [search.repeat, reorder])
-    caches = [b.op("Gather", [cache, item_of_row]) for pair in presents for cache in pair]
-    # Every step reads the source side of the beams' rows: computed once here.
+    first_tokens = search.first_tokens(forced_bos)
     row_mask = b.op("Gather", [mask, search.repeat])
     row_cross = [(b.op("Gather", [k, search.repeat]), b.op("Gather", [v, search.repeat])) for k, v in cross]
     cross_bias = t.padding_bias(row_mask, heads)
+    beams = _initial_beams(search)
+    # Every decoder step, the first included, runs in the loop body: each decoder weight is read by
+    # one node, so ONNX Runtime prepacks it once (a first step outside the loop doubled the decoder's
+    # share of the session's memory). The first step starts from empty self-attention caches.
+    empty_shape = b.op("Concat", [b.op("Shape", [beams.tokens], start=0, end=1), b.const(i64(heads, 0))], axis=0)
+    empty_shape = b.op("Concat", [empty_shape, b.const(i64(spec.head_dim(heads)))], axis=0)
+    empty = b.op("ConstantOfShape", [empty_shape], value=helper.make_tensor("zero", cache_type, [1], [0]))
+    caches = [empty] * (2 * spec.decoder_layers)
 
     # The loop: one decoder step for all rows, then the bookkeeping.
     body = GraphBuilder("search_step")
-    u = _Transformer(body, spec, int8, float16=float16)
+    u = _Transformer(body, spec, quantized, float16=float16)
     iteration = body.input("iteration", INT64, [])
     body.input("condition", BOOL, [])
     state_in = [
@@ -516,7 +525,7 @@ def loop_search(
         value = body.input(f"search_step/past_value_{index}", cache_type, cache_shape)
         past.append((key, value))
     beams_in = _Beams(*state_in)
-    length = body.op("Add", [body.op("Unsqueeze", [iteration, body.const(i64(0))]), body.const(i64(2))])
+    length = body.op("Add", [body.op("Unsqueeze", [iteration, body.const(i64(0))]), body.const(i64(1))])
     past_length = body.op("Shape", [past[0][0]], start=2, end=3)
     step_logits, step_presents = u.decoder_step(
         beams_in.tokens, past_length, past, row_cross, row_mask, cross_bias=cross_bias, processors=False
@@ -525,6 +534,7 @@ def loop_search(
     flat_running = body.op("Reshape", [beams_in.running, rows_shape])
     flat_logits = body.reshape(step_logits, [-1, spec.target_vocab_size])
     step_log_probs = search.log_probs(body, flat_logits, length, flat_running)
+    step_log_probs = search.force_first_token(body, step_log_probs, first_tokens, iteration)
     beams_out, step_reorder, step_go_on = search.step(body, step_log_probs, beams_in, length)
     # The body's outputs are the producing nodes' own values: an Identity would copy each per step.
     body.outputs.append(helper.make_tensor_value_info(step_go_on, BOOL, []))
@@ -535,14 +545,15 @@ def loop_search(
             name = b.fresh("out_cache")
             body.op("Gather", [cache, step_reorder], outputs=[name])
             body.outputs.append(helper.make_tensor_value_info(name, cache_type, cache_shape))
+    # At least the first step, as HF's generate (which always takes one).
     steps = b.op(
         "Max",
-        [b.op("Sub", [b.op("Cast", ["max_length"], to=INT64), b.const(i64(2))]), b.const(i64(0))],
+        [b.op("Sub", [b.op("Cast", ["max_length"], to=INT64), b.const(i64(1))]), b.const(i64(1))],
     )
     final = [b.fresh("final") for _ in range(len(STATE_TYPES) + len(caches))]
     b.op(
         "Loop",
-        [b.op("Squeeze", [steps]), go_on, *beams.names(), *caches],
+        [b.op("Squeeze", [steps]), b.const(np.bool_(True)), *beams.names(), *caches],
         outputs=final,
         body=body.graph(),
     )

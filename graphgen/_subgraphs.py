@@ -22,7 +22,7 @@ from onnx import GraphProto
 
 from custom_ops.builder import FLOAT, FLOAT16, INT32, MS_DOMAIN, GraphBuilder, i64
 
-from ._quantize import Int8Weights
+from ._quantize import QuantizedWeights
 from ._spec import ModelSpec, RelativeAttention
 
 NEG_INF = np.float32(-np.inf)
@@ -75,10 +75,12 @@ class _Transformer:
     log-softmax).
     """
 
-    def __init__(self, b: GraphBuilder, spec: ModelSpec, int8: Int8Weights | None, *, float16: bool = False) -> None:
+    def __init__(
+        self, b: GraphBuilder, spec: ModelSpec, quantized: QuantizedWeights | None, *, float16: bool = False
+    ) -> None:
         self.b = b
         self.spec = spec
-        self.int8 = int8
+        self.quantized = quantized
         self.float16 = float16
         self.float_type = FLOAT16 if float16 else FLOAT
         # HF masks with the compute type's minimum (torch.finfo(dtype).min).
@@ -104,36 +106,27 @@ class _Transformer:
 
     def linear(self, x: str, prefix: str) -> str:
         bias = self.w(f"{prefix}.bias") if self.spec.linear_bias else ""
-        if self.int8 is None:
+        if self.quantized is None:
             y = self.b.matmul(x, self.w(f"{prefix}.weight"))
             return self.b.add(y, bias) if bias else y
-        name = self.spec.weight_name(f"{prefix}.weight")
-        return self.int8_matmul(x, name, *self.int8.linear(name), bias)
+        return self.quantized.matmul(self.b, x, self.spec.weight_name(f"{prefix}.weight"), bias)
 
     def fused_linear(self, x: str, prefixes: list[str]) -> list[str]:
         """Several linears that read the same input as one matmul, split after: one pass over ``x`` and,
-        in int8, one activation quantization instead of one per projection."""
+        quantized, one activation quantization instead of one per projection."""
         b = self.b
         names = [self.spec.weight_name(f"{p}.weight") for p in prefixes]
         fused = "+".join(names)
         bias = ""
         if self.spec.linear_bias:
             bias = b.derived(f"{fused}.bias", np.concatenate([self.spec.weight(f"{p}.bias") for p in prefixes]))
-        if self.int8 is None:
+        if self.quantized is None:
             weight = b.derived(fused, np.concatenate([self.spec.weights[n] for n in names], axis=1))
             y = b.matmul(x, weight)
             y = b.add(y, bias) if bias else y
         else:
-            parts = [self.int8.linear(n) for n in names]
-            weight = np.concatenate([w for w, _ in parts], axis=1)
-            y = self.int8_matmul(x, fused, weight, np.concatenate([s for _, s in parts]), bias)
+            y = self.quantized.fused_matmul(b, x, fused, names, bias)
         return b.op_multi("Split", [y], len(prefixes), axis=-1, num_outputs=len(prefixes))
-
-    def int8_matmul(self, x: str, name: str, weight: np.ndarray, scale: np.ndarray, bias: str) -> str:
-        b = self.b
-        zero = b.derived(f"int8_zero_points_{scale.size}", np.zeros(scale.size, dtype=np.int8))
-        inputs = [x, b.derived(f"{name}.int8", weight), b.derived(f"{name}.scale", scale), zero, bias]
-        return b.op("DynamicQuantizeMatMul", inputs, domain=MS_DOMAIN)
 
     def layer_norm(self, x: str, prefix: str) -> str:
         b = self.b
@@ -276,17 +269,10 @@ class _Transformer:
         """Token embedding (scaled) + ``positions`` rows, then the embedding norm where the model has one."""
         b = self.b
         table = f"{side}.embed_tokens"
-        if self.int8 is None:
+        if self.quantized is None:
             tokens = b.op("Gather", [self.w(table), ids])
-        else:  # int8 table is [d_model, vocab]: gather columns, dequantize with each token's scale
-            name = self.spec.weight_name(table)
-            weight, scale = self.int8.table(name)
-            columns = b.op("Gather", [b.derived(f"{name}.int8", weight), ids], axis=1)  # [d, B, S]
-            values = b.op("Cast", [b.transpose(columns, [1, 2, 0])], to=FLOAT)
-            token_scale = b.op(
-                "Unsqueeze", [b.op("Gather", [b.derived(f"{name}.scale", scale), ids]), b.const(i64(-1))]
-            )
-            tokens = b.mul(values, token_scale)
+        else:
+            tokens = self.quantized.lookup(b, self.spec.weight_name(table), ids)
         if self.spec.embed_scale != 1.0:
             tokens = self.scale_by(tokens, self.spec.embed_scale, "embed_scale")
         x = tokens if positions is None else b.add(tokens, positions)
@@ -451,11 +437,10 @@ class _Transformer:
                 row = b.op("Where", [b.op("Equal", [length32, last]), forced, row])
             table = b.derived("logits_bias_variants", np.stack(variants))
             bias = b.op("Gather", [table, b.op("Squeeze", [row])])
-        if self.int8 is None:
+        if self.quantized is None:
             logits = b.op("Gemm", [flat, self.w("lm_head.weight"), bias], transB=1)
         else:
-            name = self.spec.weight_name("lm_head.weight")
-            logits = self.int8_matmul(flat, name, *self.int8.table(name), bias)
+            logits = self.quantized.output_projection(b, flat, self.spec.weight_name("lm_head.weight"), bias)
         return b.reshape(logits, [-1, 1, spec.target_vocab_size])
 
 
@@ -493,10 +478,10 @@ def _cache_shape(spec: ModelSpec, length: str | int) -> list[int | str]:
     return ["batch", heads, length, spec.head_dim(heads)]
 
 
-def build_encoder_graph(spec: ModelSpec, int8: Int8Weights | None = None) -> tuple[GraphProto, GraphBuilder]:
+def build_encoder_graph(spec: ModelSpec, quantized: QuantizedWeights | None = None) -> tuple[GraphProto, GraphBuilder]:
     """Encoder + first decoder step (the BeamSearch op's 3-input encoder form)."""
     b = GraphBuilder("encoder")
-    t = _Transformer(b, spec, int8)
+    t = _Transformer(b, spec, quantized)
     input_ids = b.input("encoder_input_ids", INT32, ["batch", "source"])
     mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
     decoder_ids = b.input("decoder_input_ids", INT32, ["batch", 1])
@@ -514,10 +499,10 @@ def build_encoder_graph(spec: ModelSpec, int8: Int8Weights | None = None) -> tup
     return b.graph(), b
 
 
-def build_decoder_graph(spec: ModelSpec, int8: Int8Weights | None = None) -> tuple[GraphProto, GraphBuilder]:
+def build_decoder_graph(spec: ModelSpec, quantized: QuantizedWeights | None = None) -> tuple[GraphProto, GraphBuilder]:
     """One KV-cached decoding step."""
     b = GraphBuilder("decoder")
-    t = _Transformer(b, spec, int8)
+    t = _Transformer(b, spec, quantized)
     input_ids = b.input("input_ids", INT32, ["batch", 1])
     mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
     past_self, cross = [], []

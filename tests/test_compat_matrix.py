@@ -41,7 +41,7 @@ CELLS = [(runtime, extensions) for runtime in ORT_RELEASES for extensions in (*E
 SOURCES = [source for source, _ in demo_test_pairs()]
 BATCH = 16
 ID_FILES = ("ids", "ids-int8", "ids-op")
-PORTABLE_TEXT = ("text", "text-int8")  # the default: the tokenizer in standard ONNX ops
+PORTABLE_TEXT = ("text", "text-int8", "text-int4")  # the default: the tokenizer in standard ONNX ops
 EXTENSIONS_TEXT = ("text-extensions",)
 FAMILY_SENTENCES = [source.split(" ", 1)[1] for source in SOURCES[:48]]
 # file name → tokenizer class, source language, three targets (T5 has none: the task is in the text)
@@ -105,6 +105,7 @@ def files(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     for name, options in {
         "text": {},
         "text-int8": {"int8": True},
+        "text-int4": {"int4": True},
         "text-extensions": {"tokenizer": "extensions"},
         "ids": {"tokenizer": False},
         "ids-int8": {"tokenizer": False, "int8": True},
@@ -174,7 +175,7 @@ def expected(demo_dir: Path, files: dict[str, Path], id_batches: list, family_fi
         inputs = tokenizer(SOURCES[start : start + BATCH], return_tensors="pt", padding=True)
         with torch.no_grad():
             hf += tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)
-    int8 = Translator(files["text-int8"])
+    newest = {name: Translator(files[name]) for name in ("text-int8", "text-int4")}
     ids = {}
     for name in ID_FILES:
         session = ort.InferenceSession(str(files[name]), providers=["CPUExecutionProvider"])
@@ -194,7 +195,10 @@ def expected(demo_dir: Path, files: dict[str, Path], id_batches: list, family_fi
         "text": hf,
         "text-extensions": hf,
         **families,
-        "text-int8": [t for s in range(0, len(SOURCES), BATCH) for t in int8.translate(SOURCES[s : s + BATCH])],
+        **{
+            name: [t for s in range(0, len(SOURCES), BATCH) for t in translator.translate(SOURCES[s : s + BATCH])]
+            for name, translator in newest.items()
+        },
         **ids,
     }
 

@@ -277,3 +277,30 @@ def test_large_exports_stream_their_weights_to_the_data_file(
     got = {t.name: onnx.numpy_helper.to_array(t) for t in all_initializers(streamed.graph)}
     assert got.keys() == expected.keys()
     assert all(np.array_equal(got[name], expected[name]) for name in expected)
+
+
+PREPACKING_OPS = {"MatMul", "Gemm", "DynamicQuantizeMatMul", "MatMulNBits"}
+
+
+@pytest.mark.parametrize("options", [{}, {"int8": True}, {"int4": True}, {"float16": True}], ids=str)
+def test_each_matrix_has_one_reader_that_prepacks_it(demo_dir: Path, options: dict) -> None:
+    """ONNX Runtime prepacks a weight once per node that multiplies with it, and keeps every copy:
+    the loop search runs every decoder step (the first included) in its body, so each matrix has
+    one such node (a first step outside the loop made the session hold the decoder twice)."""
+    model = build_id_model(load_checkpoint(demo_dir).spec, search="loop", **options)
+    weights = {t.name for t in all_initializers(model.graph)}
+    readers = Counter(  # the matrix is the second input of each of these ops
+        node.input[1]
+        for graph in _graphs(model.graph)
+        for node in graph.node
+        if node.op_type in PREPACKING_OPS and node.input[1] in weights
+    )
+    assert readers and max(readers.values()) == 1, [name for name, count in readers.items() if count > 1]
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attribute.g)

@@ -75,6 +75,15 @@ for (const [name, ort] of Object.entries(runtimes)) {
       assert.deepEqual(got, mixed.map((row) => row[3]));
     });
 
+    test("the --int4 file (MatMulNBits) gives Python's translations", async () => {
+      const translator = await openTranslator(ort, `${fixtures}demo-en-zh-int4.onnx`);
+      const batched = [];
+      for (let start = 0; start < 64; start += 16) {
+        batched.push(...(await translate(translator, sources.slice(start, start + 16))));
+      }
+      assert.deepEqual(batched, await lines("expected-int4.txt"));
+    });
+
     test("settings come from a baked copy; asking the default file for one is an error", async () => {
       const greedy = await openTranslator(ort, `${fixtures}demo-en-zh-greedy.onnx`);
       assert.deepEqual(await translate(greedy, sources.slice(0, 40)), await lines("expected-greedy.txt"));

@@ -55,6 +55,20 @@ class TranslatorTest {
     assertEquals(expected, got);
   }
 
+  /** The {@code --int4} file (ONNX Runtime's MatMulNBits): Python's translations of the first 64. */
+  @Test
+  void int4FileGivesPythonsTranslations() throws IOException, OrtException {
+    Path model = Path.of(System.getProperty("graphgen.model"));
+    List<String> want = Files.readAllLines(model.resolveSibling("expected-int4.txt"), StandardCharsets.UTF_8);
+    List<String> got = new ArrayList<>();
+    try (Translator int4 = new Translator(model.resolveSibling("demo-en-zh-int4.onnx"))) {
+      for (int start = 0; start < 64; start += 16) {
+        got.addAll(int4.translate(sources.subList(start, start + 16)));
+      }
+    }
+    assertEquals(want, got);
+  }
+
   @Test
   void longSourceIsAnErrorNamingTheLimitUnlessTheFileTruncates() throws IOException, OrtException {
     List<String> lines = Files.readAllLines(Path.of(System.getProperty("graphgen.long")), StandardCharsets.UTF_8);

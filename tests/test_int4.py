@@ -1,0 +1,158 @@
+"""``export --int4``: 4-bit block-quantized matrices (ONNX Runtime's ``MatMulNBits``), one table for
+the embedding lookups and the output projection, and translations that stay those of fp32."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import demo_test_pairs, language_checkpoint, t5_checkpoint
+from onnx import TensorProto, helper
+
+from custom_ops.builder import INT32, GraphBuilder
+from graphgen import GraphgenError, Translator, export
+from graphgen._quantize import INT4_BLOCK, Int4Weights, quantize_blocks
+from graphgen._save import all_initializers
+
+PAIRS = demo_test_pairs()
+
+
+def _dequantized(rows: np.ndarray) -> np.ndarray:
+    """What ``MatMulNBits`` reads from ``quantize_blocks(rows)``, unpacked in numpy (its documented
+    layout: codes low nibble first along the inputs, zero point 8, one scale per block)."""
+    matrix = quantize_blocks(rows)
+    low, high = matrix.codes & 15, matrix.codes >> 4
+    codes = np.stack([low, high], axis=-1).reshape(matrix.outputs, matrix.blocks * INT4_BLOCK).astype(np.float32)
+    scales = np.repeat(matrix.scales.reshape(matrix.outputs, matrix.blocks), INT4_BLOCK, axis=1)
+    return ((codes - 8) * scales)[:, : matrix.inputs]
+
+
+@pytest.mark.parametrize("inputs", [64, 40, 7])  # whole blocks, a partial last block, less than one block
+def test_blocks_round_to_the_nearest_step(inputs: int) -> None:
+    rows = np.random.default_rng(inputs).standard_normal((5, inputs)).astype(np.float32)
+    rows[2] = 0.0  # an all-zero row keeps a usable scale
+    matrix = quantize_blocks(rows)
+    assert matrix.codes.shape == (5, -(-inputs // INT4_BLOCK), INT4_BLOCK // 2)
+    assert matrix.codes.dtype == np.uint8 and matrix.scales.dtype == np.float32
+    step = np.repeat(matrix.scales.reshape(5, -1), INT4_BLOCK, axis=1)[:, :inputs]
+    error = np.abs(_dequantized(rows) - rows)
+    assert np.all(error <= step / 2 + 1e-6)
+    assert np.all(_dequantized(rows)[2] == 0.0)
+
+
+def _run(b: GraphBuilder, output: str, shape: list[int], feeds: dict[str, np.ndarray]) -> np.ndarray:
+    b.output(output, "y", TensorProto.FLOAT, shape)
+    graph = b.graph()
+    graph.initializer.extend(onnx.numpy_helper.from_array(a, n) for n, a in b.derived_weights.items())
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
+    model.ir_version = 8
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(["y"], feeds)[0]
+
+
+class _Table:
+    """The one thing ``Int4Weights`` reads of a spec."""
+
+    def __init__(self, table: np.ndarray) -> None:
+        self.weights = {"table": table}
+
+
+@pytest.mark.parametrize("width", [64, 40])
+def test_lookup_unpacks_the_rows_the_matmul_reads(width: int) -> None:
+    """The embedding lookup (standard ops) gives the rows ``MatMulNBits`` multiplies with."""
+    table = np.random.default_rng(width).standard_normal((11, width)).astype(np.float32)
+    ids = np.array([[3, 0, 10], [7, 7, 1]], dtype=np.int32)
+    b = GraphBuilder("lookup")
+    b.input("ids", INT32, [2, 3])
+    weights = Int4Weights(_Table(table))  # type: ignore[arg-type]
+    rows = _run(b, weights.lookup(b, "table", "ids"), [2, 3, width], {"ids": ids})
+    np.testing.assert_array_equal(rows, _dequantized(table)[ids])
+    # The output projection over the same bytes: each token's logit is its row times the input.
+    b = GraphBuilder("project")
+    b.input("x", TensorProto.FLOAT, [4, width])
+    x = np.random.default_rng(1).standard_normal((4, width)).astype(np.float32)
+    logits = _run(b, weights.output_projection(b, "x", "table", ""), [4, 11], {"x": x})
+    expected = x @ _dequantized(table).T
+    # accuracy level 4 quantizes the activations to int8 per block: about 1% of the largest term
+    np.testing.assert_allclose(logits, expected, atol=0.03 * np.abs(expected).max())
+
+
+@pytest.fixture(scope="module")
+def exported(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    folder = tmp_path_factory.mktemp("int4")
+    for name, options in {"fp32": {}, "int8": {"int8": True}, "int4": {"int4": True}}.items():
+        export(str(demo_dir), str(folder / f"{name}.onnx"), progress=lambda _: None, **options)
+    return folder / "fp32.onnx", folder / "int8.onnx", folder / "int4.onnx"
+
+
+def test_int4_translations(exported: tuple[Path, Path, Path]) -> None:
+    sources = [source for source, _ in PAIRS]
+    fp32 = Translator(exported[0]).translate(sources)
+    int4 = Translator(exported[2]).translate(sources)
+    same = sum(a == b for a, b in zip(fp32, int4, strict=True))
+    correct = sum(out == ref for out, (_, ref) in zip(int4, PAIRS, strict=True))
+    # Measured: 299/300 identical to fp32, 300/300 equal to the reference (README).
+    assert same / len(sources) >= 0.97, same
+    assert correct / len(sources) >= 0.95, correct
+
+
+def test_int4_stores_every_matrix_in_four_bits(exported: tuple[Path, Path, Path]) -> None:
+    model = onnx.load(str(exported[2]))
+    assert {p.key: p.value for p in model.metadata_props}["graphgen.precision"] == "int4"
+    tensors = {t.name: t for t in all_initializers(model.graph)}
+    codes = [t for t in tensors.values() if t.name.endswith(".int4")]
+    assert codes and all(t.data_type == TensorProto.UINT8 for t in codes)
+    # the tied table once: read by the lookups (Gather) and the output projection (MatMulNBits)
+    readers = {
+        node.op_type
+        for graph in _graphs(model.graph)
+        for node in graph.node
+        if "encoder.embed_tokens.int4" in node.input
+    }
+    assert readers == {"Gather", "MatMulNBits"}
+    floats = [t for t in tensors.values() if t.data_type == TensorProto.FLOAT and len(t.dims) == 2]
+    matrices = [t for t in floats if min(t.dims) > 1 and t.name not in {"encoder.positions", "unigram_scores"}]
+    assert not [t.name for t in matrices if "search" not in t.name and "bias" not in t.name]
+    sizes = [path.stat().st_size for path in exported]
+    assert sizes[2] < sizes[1] < sizes[0]
+
+
+def _graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attribute.g)
+
+
+@pytest.mark.parametrize("family", ["nllb", "t5"])
+def test_int4_exports_the_families(family: str, tmp_path: Path) -> None:
+    """Language-coded and relative-position models run as int4 too (random weights: no quality claim)."""
+    if family == "nllb":
+        language_checkpoint(tmp_path / "model", "NllbTokenizer", num_beams=2)
+        options = {"source_language": "eng_Latn", "target_language": "fra_Latn"}
+    else:
+        t5_checkpoint(tmp_path / "model", "t5", num_beams=2)
+        options = {}
+    export(tmp_path / "model", tmp_path / "int4.onnx", int4=True, progress=lambda _: None)
+    translations = Translator(tmp_path / "int4.onnx").translate(["a b c", "hello world"], **options)
+    assert len(translations) == 2 and all(isinstance(t, str) for t in translations)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"int4": True, "int8": True}, "--int8 and --int4"),
+        ({"int4": True, "fp16": True}, "--fp16 and --int4"),
+        ({"int4": True, "search": "op"}, "search='loop'"),
+    ],
+)
+def test_int4_refusals(demo_dir: Path, tmp_path: Path, options: dict, message: str) -> None:
+    with pytest.raises(GraphgenError, match=message):
+        export(str(demo_dir), str(tmp_path / "x.onnx"), progress=lambda _: None, **options)
+    assert not list(tmp_path.iterdir())
