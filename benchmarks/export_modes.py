@@ -2,9 +2,9 @@
 
     python benchmarks/export_modes.py     # part of `make bench`; about 10 minutes, 16 GB of RAM
 
-For each shape (random weights) and each mode (loop or op search × float32, int8, float16) the
-export runs in a process of its own (so its peak RSS is its own), then a second process loads the
-file on the CPU and generates 8 tokens for one input. Files past protobuf's 2 GB are written with
+For each shape (random weights) and each mode (loop or op search × float32, int8, float16; int4
+with the loop) the export runs in a process of its own (so its peak RSS is its own), then a second
+process loads the file on the CPU and generates 8 tokens for one input. Files past protobuf's 2 GB are written with
 external data. ORT's CPU BeamSearch refuses float16 subgraphs, which the op float16 row shows as
 its run result. Writes ``export_report.md``.
 """
@@ -25,6 +25,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 MODES = {
     "loop float32": {},
     "loop int8": {"int8": True},
+    "loop int4": {"int4": True},
     "loop float16": {"fp16": True},
     "op float32": {"search": "op"},
     "op int8": {"search": "op", "int8": True},

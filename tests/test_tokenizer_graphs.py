@@ -116,3 +116,14 @@ def test_detokenizer_random_sequences(tokenizers: Tokenizers) -> None:
         (texts,) = tokenizers.decoder.run(None, {"sequences": sequences})
         expected = tokenizers.hf.batch_decode(sequences.reshape(batch * beams, length), skip_special_tokens=True)
         assert texts.reshape(-1).tolist() == expected
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+def test_bundled_sentencepiece_models_carry_no_machine_paths(side: str) -> None:
+    """SentencePiece records its corpus file and output prefix in the model; train.py writes plain names."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString((DEMO_DIR / f"{side}.spm").read_bytes())
+    assert list(model.trainer_spec.input) == [f"{side}.txt"]
+    assert model.trainer_spec.model_prefix == side

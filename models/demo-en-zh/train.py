@@ -52,6 +52,20 @@ def train_sentencepiece(lines: list[str], prefix: Path, vocab_size: int) -> None
         minloglevel=2,
     )
     Path(handle.name).unlink()
+    neutral_trainer_spec(prefix.with_suffix(".model"), prefix.name)
+
+
+def neutral_trainer_spec(model_file: Path, side: str) -> None:
+    """Replace the training machine's paths that SentencePiece records in the model's trainer spec
+    (the corpus file, the output prefix) with plain names; the pieces and scores stay as trained."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(model_file.read_bytes())
+    del model.trainer_spec.input[:]
+    model.trainer_spec.input.append(f"{side}.txt")
+    model.trainer_spec.model_prefix = side
+    model_file.write_bytes(model.SerializeToString())
 
 
 def build_vocab(source_spm: Path, target_spm: Path) -> dict[str, int]:
