@@ -67,7 +67,8 @@ $(OPTIMUM_VENV)/.installed:
 
 # Writes benchmarks/tokenizer_report.md (the portable tokenizer against the extensions op, under a
 # minute), benchmarks/report.md and benchmarks/latency_vs_length.png (about 15 minutes here), then
-# benchmarks/families_report.md: the full-size NLLB-200-distilled-600M and mBART-50 shapes, and
+# benchmarks/families_report.md: the full-size NLLB-200-distilled-600M and mBART-50 shapes (each
+# report with a chart of peak RSS per system, <report>_memory.png), and
 # benchmarks/export_report.md: those shapes exported in every mode, loaded and run (about 10 minutes).
 # On a machine with an NVIDIA GPU: `$(PY) benchmarks/gpu.py` (see the README's On a GPU).
 bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed

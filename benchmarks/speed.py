@@ -418,6 +418,27 @@ def chart(curves: dict[str, list[float]], lengths: list[int], title: str, path: 
     figure.savefig(path, dpi=110)
 
 
+def memory_chart(peaks: dict[str, dict[str, float]], path: Path) -> None:
+    """Peak RSS per system (horizontal bars), one panel per model: ``peaks[model][system]`` in MB."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, panels = plt.subplots(len(peaks), 1, figsize=(8, 1.2 + 0.45 * sum(map(len, peaks.values()))))
+    for axes, (model, systems) in zip([panels] if len(peaks) == 1 else panels, peaks.items(), strict=True):
+        labels = list(systems)
+        bars = axes.barh(labels, [systems[label] for label in labels], color="#4c72b0")
+        axes.bar_label(bars, fmt="%.0f", fontsize=8, padding=2)
+        axes.invert_yaxis()
+        axes.set_title(model, fontsize=9)
+        axes.set_xlabel("peak RSS, MB")
+        axes.tick_params(labelsize=8)
+        axes.grid(True, axis="x", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
 # Peers graphgen is compared with at the same precision (issue 5: graphgen should lead each).
 PEERS = {
     "graphgen fp32": ["CTranslate2 float32", "optimum-onnx ORTModelForSeq2SeqLM (with past)"],
@@ -568,7 +589,13 @@ def main() -> None:
                     worker.info["final_rss_mb"] = worker.ask({"rss_only": True})["rss_mb"]
             stop_workers(workers)
         args.machine = describe_machine([w for ws in per_model.values() for w in ws])
-        extras = [*against_peers(rows), *extras]
+        peaks = {
+            label: {w.system.label: float(w.info["final_rss_mb"]) for w in workers if not w.failure}
+            for label, workers in per_model.items()
+        }
+        memory_path = args.report.with_name(args.report.stem + "_memory.png")
+        memory_chart(peaks, memory_path)
+        extras = [*against_peers(rows), "## Peak RSS per system", "", f"![peak RSS]({memory_path.name})", "", *extras]
         if "demo" in args.models:
             extras += ["## int8 and int4 quality", "", *quantized_quality(work), ""]
     report = markdown(args, rows, per_model, extras, time.perf_counter() - started)
