@@ -70,7 +70,7 @@ $(OPTIMUM_VENV)/.installed:
 # benchmarks/families_report.md: the full-size NLLB-200-distilled-600M and mBART-50 shapes (each
 # report with a chart of peak RSS per system, <report>_memory.png), and
 # benchmarks/export_report.md: those shapes exported in every mode, loaded and run (about 10 minutes).
-# On a machine with an NVIDIA GPU: `$(PY) benchmarks/gpu.py` (see the README's On a GPU).
+# On a machine with an NVIDIA GPU: `$(PY) benchmarks/gpu.py` (see docs/platforms.md, On a GPU).
 bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
 	$(PY) benchmarks/tokenizer.py
 	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python

@@ -304,7 +304,7 @@ def main() -> None:
         if hasattr(ort, "preload_dlls"):
             ort.preload_dlls()
         if "CUDAExecutionProvider" not in ort.get_available_providers():
-            sys.exit("onnxruntime has no CUDAExecutionProvider here: pip install onnxruntime-gpu (see the README)")
+            sys.exit("no CUDAExecutionProvider here: pip install onnxruntime-gpu (see docs/platforms.md)")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as temporary:
         setup = Setup(args.device, args.quick, args.runs, args.work or Path(temporary))

@@ -2,7 +2,7 @@
 
     python benchmarks/parity_table.py [--checkpoint models/demo-en-zh] [--sentences 120]
 
-Prints a markdown table (the README's parity table comes from here). "top-1" compares the best
+Prints a markdown table (docs/parity.md's table comes from here). "top-1" compares the best
 hypothesis only; "all" compares every returned hypothesis in order.
 """
 

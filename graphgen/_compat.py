@@ -22,7 +22,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 
 from custom_ops.builder import MS_DOMAIN
 
-# The oldest releases the exported file was run on (the matrix test); see the README's table.
+# The oldest releases the exported file was run on (the matrix test); see docs/platforms.md's table.
 MIN_ONNXRUNTIME = "1.17"
 MIN_EXTENSIONS = "0.13"
 

@@ -2,7 +2,7 @@
 
 Used by ``graphgen verify`` and by the parity tests. Both sides are reduced to the generated
 tokens only: HF's sequences carry the decoder start token and a final EOS, ORT's carry the start
-token and omit the EOS (see the README's I/O contract), and both are right-padded.
+token and omit the EOS (see docs/io-contract.md), and both are right-padded.
 """
 
 from __future__ import annotations

@@ -212,13 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--int8",
         action="store_true",
         help="store weights as int8 (per-column scales, dynamic activation quantization): about 4x smaller "
-        "and faster on CPU, with a small accuracy cost measured in the README",
+        "and faster on CPU, with a small accuracy cost measured in docs/performance.md",
     )
     export.add_argument(
         "--int4",
         action="store_true",
         help="store weights as 4 bits (a scale per block of 32, ONNX Runtime's MatMulNBits): about 7x smaller "
-        "than float32, for machines short of memory; the accuracy cost is measured in the README",
+        "than float32, for machines short of memory; the accuracy cost is measured in docs/performance.md",
     )
     export.add_argument(
         "--fp16",
@@ -333,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--extensions-library",
         default=TRITON_EXTENSIONS_LIBRARY,
         help="path of the onnxruntime-extensions library inside the server, for text-level files "
-        f"(default {TRITON_EXTENSIONS_LIBRARY}; see the README for where to get one)",
+        f"(default {TRITON_EXTENSIONS_LIBRARY}; see docs/corpus.md for where to get one)",
     )
     triton.add_argument("--truncate", action="store_true", help="bake truncate=true (cut sources at the limit)")
     triton.add_argument("--overwrite", action="store_true", help="replace REPO/NAME if it exists")

@@ -2,7 +2,7 @@
 
 Each variant is the demo checkpoint with a changed generation_config.json, exported with the
 default (loop) search, which must give HF's every returned hypothesis; and with ``search="op"``,
-where ORT's semantics differ (README, "Parity") and the measured match rate of the best hypothesis
+where ORT's semantics differ (docs/parity.md) and the measured match rate of the best hypothesis
 is pinned as a floor.
 """
 

@@ -96,7 +96,7 @@ def test_int4_translations(exported: tuple[Path, Path, Path]) -> None:
     int4 = Translator(exported[2]).translate(sources)
     same = sum(a == b for a, b in zip(fp32, int4, strict=True))
     correct = sum(out == ref for out, (_, ref) in zip(int4, PAIRS, strict=True))
-    # Measured: 299/300 identical to fp32, 300/300 equal to the reference (README).
+    # Measured: 299/300 identical to fp32, 300/300 equal to the reference (docs/performance.md).
     assert same / len(sources) >= 0.97, same
     assert correct / len(sources) >= 0.95, correct
 

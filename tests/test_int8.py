@@ -29,7 +29,7 @@ def test_int8_translations(exported: tuple[Path, Path]) -> None:
     int8 = Translator(exported[1]).translate(sources)
     same = sum(a == b for a, b in zip(fp32, int8, strict=True))
     correct = sum(out == ref for out, (_, ref) in zip(int8, PAIRS, strict=True))
-    # Measured: 300/300 identical to fp32, 299/300 correct (README).
+    # Measured: 300/300 identical to fp32, 299/300 correct (docs/performance.md).
     assert same / len(sources) >= 0.98, same
     assert correct / len(sources) >= 0.95, correct
 

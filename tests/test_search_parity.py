@@ -4,7 +4,7 @@ Runs the default search (graphgen's loop) on the bundled demo model and on its
 separate-vocabulary twin (see conftest), and the BeamSearch-op search on the demo model. Every
 setting's best hypothesis must match for every sentence; with the loop search every returned
 hypothesis too. With the op, the lower-ranked hypotheses differ where ORT's stop rule differs
-from transformers' (see README, "Parity"); the test pins their measured match rate so a change
+from transformers' (see docs/parity.md); the test pins their measured match rate so a change
 in either direction is noticed.
 """
 
@@ -43,8 +43,8 @@ SETTINGS: dict[str, dict[str, object]] = {
     "greedy, min_length = max_length 12": {"num_beams": 1, "min_length": 12, "max_length": 12},
 }
 # With several hypotheses returned by the BeamSearch op, the lower-ranked ones can differ: ORT and
-# HF stop the search by different heuristics, so their sets of finished hypotheses differ (README,
-# "Parity").
+# HF stop the search by different heuristics, so their sets of finished hypotheses differ
+# (docs/parity.md).
 # Measured on the demo model: 116/120 (2 returned) and 114/120 (4 returned) lists identical.
 MIN_FULL_LIST_RATE = 0.9
 
