@@ -99,6 +99,10 @@ class Int8Weights:
         return b.op("DynamicQuantizeMatMul", inputs, domain=MS_DOMAIN)
 
 
+# MatMulNBits' accuracy_level: 0 dequantizes the weights and multiplies in float32; 4 also
+# quantizes the activations per block to int8 and multiplies in integers.
+INT4_ACCURACY_LEVEL = 4
+
 # Inputs per int4 scale. 32 is what ONNX Runtime's and llama.cpp's 4-bit formats use (Q4_0).
 INT4_BLOCK = 32
 # Rows of an int4 matrix quantized at a time (a 256k-token table would need GBs of temporaries whole).
@@ -221,13 +225,10 @@ class Int4Weights:
         return b.add(y, bias) if bias else y
 
 
-# MatMulNBits' accuracy_level: 0 dequantizes the weights and multiplies in float32; 4 also
-# quantizes the activations per block to int8 and multiplies in integers.
-INT4_ACCURACY_LEVEL = 4
-
 QuantizedWeights = Int8Weights | Int4Weights
+FORMATS: dict[str, type[QuantizedWeights]] = {"int8": Int8Weights, "int4": Int4Weights}
 
 
 def quantized_weights(spec: ModelSpec, precision: str) -> QuantizedWeights | None:
-    """The strategy for ``precision`` (``"int8"``, ``"int4"``), or None for float weights."""
-    return {"int8": Int8Weights, "int4": Int4Weights}[precision](spec) if precision in ("int8", "int4") else None
+    """The strategy for ``precision`` (``"int8"``, ``"int4"``), or None for float weights (``""``)."""
+    return FORMATS[precision](spec) if precision else None
