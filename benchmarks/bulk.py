@@ -30,7 +30,7 @@ sys.path.insert(0, str(DEMO))
 from corpus import generate_pairs  # noqa: E402
 
 from graphgen import Translator, export  # noqa: E402
-from graphgen._bulk import TextLines, translate_file  # noqa: E402
+from graphgen.runtime.bulk import TextLines, translate_file  # noqa: E402
 
 
 def graphgen_run(model: Path, source: Path, work: Path, threads: int) -> tuple[float, list[str]]:

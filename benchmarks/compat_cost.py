@@ -35,7 +35,7 @@ def export(tree: Path, checkpoint: Path, out: Path, interface: str, precision: s
 
 
 def session(path: Path) -> ort.InferenceSession:
-    from graphgen._runtime import session_options
+    from graphgen.runtime.translator import session_options
 
     return ort.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
 

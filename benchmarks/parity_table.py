@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from graphgen._export import export  # noqa: E402
-from graphgen._parity import compare, graph_generate, hf_generate  # noqa: E402
+from graphgen.verify.parity import compare, graph_generate, hf_generate  # noqa: E402
 
 SETTINGS: list[tuple[str, dict[str, object]]] = [
     ("greedy", {"num_beams": 1}),

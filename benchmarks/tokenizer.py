@@ -246,14 +246,14 @@ def sentence(tokens: int, seed: int) -> str:
 def encoder_sessions(directory: Path, threads: int) -> dict[str, object]:
     """The encoding half of each kind of text file, as a session of its own."""
     import onnxruntime as ort
+    from graphgen.custom_ops import GraphBuilder
+    from graphgen.custom_ops.builder import EXTENSIONS_DOMAIN, INT32, ML_DOMAIN, ML_OPSET, STRING
     from onnx import TensorProto, helper, numpy_helper
 
-    from custom_ops import GraphBuilder
-    from custom_ops.builder import EXTENSIONS_DOMAIN, INT32, ML_DOMAIN, ML_OPSET, STRING
     from graphgen._assemble import make_model
-    from graphgen._portable_tokenizer import add_portable_tokenizer
-    from graphgen._runtime import session_options
-    from graphgen._tokenizer_graphs import add_tokenizer, load_vocabulary
+    from graphgen.runtime.translator import session_options
+    from graphgen.text.marian import add_tokenizer, load_vocabulary
+    from graphgen.text.portable import add_portable_tokenizer
 
     vocabulary = load_vocabulary(directory)
     sessions = {}
@@ -283,7 +283,7 @@ def encoder_sessions(directory: Path, threads: int) -> dict[str, object]:
 
 
 def feeds(kind: str, texts: list[str]) -> dict[str, np.ndarray]:
-    from graphgen._runtime import utf8_batch
+    from graphgen.runtime.translator import utf8_batch
 
     return {"text_utf8": utf8_batch(texts)} if kind == "onnx" else {"text": np.array(texts, dtype=object)}
 

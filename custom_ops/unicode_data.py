@@ -7,7 +7,7 @@ version lags Python's ``regex``; the table is therefore read from ``regex`` and 
 *asking* the installed ``tokenizers``: a normalizer with one rule per code point shows which code
 points join the grapheme before them, which end it, and which join the next one
 (``derive_grapheme_classes``). The result is stored in ``grapheme_classes.npz`` beside this module
-(``python -m custom_ops.unicode_data`` writes it again; ``tests/test_portable_tokenizer.py`` checks
+(``python -m graphgen.custom_ops.unicode_data`` writes it again; ``tests/test_portable_tokenizer.py`` checks
 that it still matches the installed ``tokenizers``).
 
 ``WHITE_SPACE``: the code points Rust's ``char::is_whitespace`` accepts (Unicode White_Space), which

@@ -36,7 +36,7 @@ DEMO = REPO / "models" / "demo-en-zh"
 
 def main(out: Path) -> None:
     import graphgen
-    from graphgen._bake import write_baked
+    from graphgen.passes.bake import write_baked
 
     out.mkdir(parents=True, exist_ok=True)
     text_model = out / "demo-en-zh.onnx"
@@ -73,7 +73,7 @@ def language_fixtures(out: Path, texts: list[str]) -> int:
     from conftest import language_checkpoint
 
     import graphgen
-    from graphgen._bake import write_baked
+    from graphgen.passes.bake import write_baked
 
     checkpoint = out / "nllb-checkpoint"
     language_checkpoint(checkpoint, "NllbTokenizer", seed=1, num_beams=4)  # a seed whose targets differ on every text

@@ -6,16 +6,16 @@ __version__ = "0.1.0"
 
 from typing import TYPE_CHECKING, Any
 
-from ._errors import CheckpointError, GraphgenError, OutputPathError, SourceTooLongError, UnsupportedModelError
-from ._runtime import Translator
+from graphgen._errors import CheckpointError, GraphgenError, OutputPathError, SourceTooLongError, UnsupportedModelError
+from graphgen.runtime.translator import Translator
 
 if TYPE_CHECKING:
-    from ._export import ExportResult
+    from graphgen._export import ExportResult
 
 
 def export(model: str, output: str, *, tokenizer: bool | str = True, **kwargs: Any) -> ExportResult:
     """Export a checkpoint to one ONNX file (needs ``graphgen[export]``); see ``graphgen export --help``."""
-    from ._export import export as run_export  # imports torch/transformers only when exporting
+    from graphgen._export import export as run_export  # imports torch/transformers only when exporting
 
     return run_export(model, output, tokenizer=tokenizer, **kwargs)
 

@@ -20,24 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
-from custom_ops.builder import (
-    EXTENSIONS_DOMAIN,
-    FLOAT,
-    INT32,
-    INT64,
-    ML_DOMAIN,
-    ML_OPSET,
-    MS_DOMAIN,
-    OPSET,
-    STRING,
-    GraphBuilder,
-    i64,
-)
-from custom_ops.text import join_strings
-from custom_ops.utf8 import join_bytes
-
-from ._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
-from ._contract import (
+from graphgen._errors import GraphgenError, UnsupportedModelError
+from graphgen.checkpoint.safetensors import release_pages
+from graphgen.contract import (
     ATTENTION_MASK,
     EXTENSIONS,
     INPUT_IDS,
@@ -56,21 +41,29 @@ from ._contract import (
     TRUNCATE,
     Key,
 )
-from ._errors import GraphgenError, UnsupportedModelError
-from ._fp16 import float16_spec
-from ._language_tokenizers import (
-    LanguageVocabulary,
-    add_language_detokenizer,
-    add_language_tokenizer,
-    language_detokenizer_index,
-    language_ids,
+from graphgen.custom_ops.builder import (
+    EXTENSIONS_DOMAIN,
+    FLOAT,
+    INT32,
+    INT64,
+    ML_DOMAIN,
+    ML_OPSET,
+    MS_DOMAIN,
+    OPSET,
+    STRING,
+    GraphBuilder,
+    i64,
 )
-from ._loop_search import FORCED_BOS_INPUT, NO_FORCED_BOS, loop_search
-from ._portable_tokenizer import add_portable_tokenizer
-from ._quantize import quantized_weights
-from ._safetensors import release_pages
-from ._save import StreamedWeights
-from ._search import (
+from graphgen.custom_ops.text import join_strings
+from graphgen.custom_ops.utf8 import join_bytes
+from graphgen.deploy.save import StreamedWeights
+from graphgen.model.spec import ModelSpec
+from graphgen.model.transformer import build_decoder_graph, build_encoder_graph
+from graphgen.model.weights import quantized_weights
+from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
+from graphgen.passes.fp16 import float16_spec
+from graphgen.search.loop import FORCED_BOS_INPUT, NO_FORCED_BOS, loop_search
+from graphgen.search.op import (
     CHECKED_INPUT_IDS,
     ID_INPUTS,
     RAW_SEQUENCES,
@@ -85,9 +78,15 @@ from ._search import (
     source_length_check,
     trim_sequences,
 )
-from ._spec import ModelSpec
-from ._subgraphs import build_decoder_graph, build_encoder_graph
-from ._tokenizer_graphs import MarianVocabulary, add_detokenizer, add_tokenizer, detokenizer_index
+from graphgen.text.languages import (
+    LanguageVocabulary,
+    add_language_detokenizer,
+    add_language_tokenizer,
+    language_detokenizer_index,
+    language_ids,
+)
+from graphgen.text.marian import MarianVocabulary, add_detokenizer, add_tokenizer, detokenizer_index
+from graphgen.text.portable import add_portable_tokenizer
 
 IR_VERSION = 9  # opset 20's IR version
 
@@ -194,7 +193,7 @@ def metadata(
     spec: ModelSpec, interface: str, quantization: str = "", search: str = "op", float16: bool = False
 ) -> dict[str, str]:
     """``quantization``: ``""`` (float weights), ``"int8"`` or ``"int4"``."""
-    from . import __version__
+    from graphgen import __version__
 
     defaults = {name: value.item() for name, value in parameter_defaults(spec).items()}
     defaults |= {

@@ -13,15 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._assemble import build_id_model, build_text_model, set_precision
-from ._contract import PORTABLE, TOKENIZERS
-from ._errors import GraphgenError
-from ._fp16 import Float16Error, to_float16
-from ._language_tokenizers import is_language_tokenizer, load_language_vocabulary
-from ._load import check_tokenizer_files, load_checkpoint
-from ._mobile import ORT_PLATFORMS, write_ort
-from ._save import check_output_path, past_protobuf_limit, save_model, streamed_weights
-from ._tokenizer_graphs import load_vocabulary
+from graphgen._assemble import build_id_model, build_text_model, set_precision
+from graphgen._errors import GraphgenError
+from graphgen.checkpoint.load import check_tokenizer_files, load_checkpoint
+from graphgen.contract import PORTABLE, TOKENIZERS
+from graphgen.deploy.mobile import ORT_PLATFORMS, write_ort
+from graphgen.deploy.save import check_output_path, past_protobuf_limit, save_model, streamed_weights
+from graphgen.passes.fp16 import Float16Error, to_float16
+from graphgen.text.languages import is_language_tokenizer, load_language_vocabulary
+from graphgen.text.marian import load_vocabulary
 
 log = logging.getLogger(__name__)
 

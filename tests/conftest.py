@@ -43,8 +43,8 @@ def file_session(path: Path, threads: int | None = None):
     the file needs it (``--tokenizer extensions``), as a host that reads the file's metadata does."""
     import onnxruntime as ort
 
-    from graphgen._contract import read_file_info
-    from graphgen._runtime import session_options
+    from graphgen.contract import read_file_info
+    from graphgen.runtime.translator import session_options
 
     options = session_options(threads, extensions=read_file_info(path).needs_extensions)
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
@@ -52,8 +52,8 @@ def file_session(path: Path, threads: int | None = None):
 
 def text_feeds(session, texts: list[str]) -> dict[str, np.ndarray]:
     """The text input of a text-level file's session: UTF-8 bytes (portable tokenizer) or strings."""
-    from graphgen._contract import TEXT, TEXT_UTF8
-    from graphgen._runtime import utf8_batch
+    from graphgen.contract import TEXT, TEXT_UTF8
+    from graphgen.runtime.translator import utf8_batch
 
     names = {value.name for value in session.get_inputs()}
     return {TEXT_UTF8: utf8_batch(texts)} if TEXT_UTF8 in names else {TEXT: np.array(texts, dtype=object)}
@@ -218,7 +218,7 @@ def random_sources(
 
 def run_id_file(session, ids: np.ndarray, mask: np.ndarray, eos: int, pad: int, **settings) -> list[tuple[int, ...]]:
     """An id-level file's generated tokens per hypothesis (settings as int32 inputs)."""
-    from graphgen._parity import generated_tokens
+    from graphgen.verify.parity import generated_tokens
 
     feeds = {"input_ids": ids.astype(np.int32), "attention_mask": mask.astype(np.int32)}
     feeds |= {name: np.atleast_1d(np.asarray(value, dtype=np.int32)) for name, value in settings.items()}
@@ -230,7 +230,7 @@ def hf_tokens(model, ids: np.ndarray, mask: np.ndarray, eos: int, pad: int, **se
     """HF ``generate``'s generated tokens per hypothesis, for the same ids."""
     import torch
 
-    from graphgen._parity import generated_tokens
+    from graphgen.verify.parity import generated_tokens
 
     with torch.no_grad():
         out = model.generate(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask), **settings)

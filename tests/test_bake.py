@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, demo_test_pairs, file_session
 
 from graphgen import GraphgenError, Translator
-from graphgen._contract import TEXT_UTF8
+from graphgen.contract import TEXT_UTF8
 
 SOURCES = [source for source, _ in demo_test_pairs()][:24]
 LONG = ">>cmn_Hans<< " + "I have three cats. " * 200

@@ -13,7 +13,7 @@ from pathlib import Path
 from conftest import DEMO_DIR, REPO, demo_test_pairs
 
 from graphgen import Translator
-from graphgen._bulk import JsonLines, TextLines, translate_lines
+from graphgen.runtime.bulk import JsonLines, TextLines, translate_lines
 
 sys.path.insert(0, str(DEMO_DIR))
 from corpus import generate_pairs  # the demo model's corpus generator

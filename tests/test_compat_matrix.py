@@ -32,7 +32,7 @@ from conftest import REPO, demo_test_pairs, language_checkpoint, t5_checkpoint
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import Translator, export
-from graphgen._compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
+from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
 
 ORT_RELEASES = ("1.17.3", "1.20.1", "1.24.4", "1.32.0")  # the floor, the issue's floor, a middle one, the newest
 EXTENSIONS_RELEASES = ("0.13.0", "0.14.0", "0.15.2")  # Java/Android, C#, PyPI's newest
@@ -267,7 +267,7 @@ def test_floor_is_recorded_in_the_file(files: dict[str, Path], family_files: dic
 
 def test_compatibility_passes_hold_in_every_file(files: dict[str, Path]) -> None:
     """What the old releases need, checked on the files themselves (the cells above show it works)."""
-    from graphgen._compat import _search_nodes, outer_reads
+    from graphgen.passes.compat import _search_nodes, outer_reads
 
     for path in files.values():
         model = onnx.load(path)
@@ -281,7 +281,7 @@ def test_compatibility_passes_hold_in_every_file(files: dict[str, Path]) -> None
 
 
 def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    from graphgen._compat import _subgraphs
+    from graphgen.passes.compat import _subgraphs
 
     yield graph
     for node in graph.node:

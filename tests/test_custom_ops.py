@@ -7,11 +7,7 @@ import re
 import numpy as np
 import onnxruntime as ort
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from onnx import helper, numpy_helper
-
-from custom_ops import (
+from graphgen.custom_ops import (
     GraphBuilder,
     collapse_marked_runs,
     join_and_strip,
@@ -24,10 +20,14 @@ from custom_ops import (
     split_on_literals,
     strip_tables,
 )
-from custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, STRING
-from custom_ops.text import JOIN_LEVELS, join_strings
+from graphgen.custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, STRING
+from graphgen.custom_ops.text import JOIN_LEVELS, join_strings
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import helper, numpy_helper
+
 from graphgen._assemble import make_model
-from graphgen._runtime import session_options
+from graphgen.runtime.translator import session_options
 
 
 def run(b: GraphBuilder, inputs: dict[str, tuple[int, np.ndarray]], outputs: list[str]) -> list[np.ndarray]:

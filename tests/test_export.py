@@ -17,8 +17,8 @@ from conftest import random_marian
 from graphgen import CheckpointError, OutputPathError, UnsupportedModelError
 from graphgen._assemble import build_id_model
 from graphgen._export import export
-from graphgen._load import load_checkpoint
-from graphgen._save import all_initializers, save_model
+from graphgen.checkpoint.load import load_checkpoint
+from graphgen.deploy.save import all_initializers, save_model
 
 
 def test_weights_are_stored_once(demo_dir: Path) -> None:
@@ -181,7 +181,7 @@ def test_interrupted_save_leaves_nothing(tmp_path: Path, demo_dir: Path, monkeyp
     def fail(*_: object, **__: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("graphgen._save.os.replace", fail)
+    monkeypatch.setattr("graphgen.deploy.save.os.replace", fail)
     with pytest.raises(KeyboardInterrupt):
         save_model(model, target)
     assert target.read_bytes() == b"previous model"
@@ -189,7 +189,7 @@ def test_interrupted_save_leaves_nothing(tmp_path: Path, demo_dir: Path, monkeyp
 
 
 def test_large_models_use_external_data(tmp_path: Path, demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("graphgen._save.EXTERNAL_DATA_THRESHOLD", 1024)
+    monkeypatch.setattr("graphgen.deploy.save.EXTERNAL_DATA_THRESHOLD", 1024)
     model = build_id_model(load_checkpoint(demo_dir).spec)
     written = save_model(model, tmp_path / "model.onnx")
     assert [p.name for p in written] == ["model.onnx", "model.onnx.data"]
@@ -262,7 +262,7 @@ def test_large_exports_stream_their_weights_to_the_data_file(
     """Past the limit, each weight goes to ``.data`` as the model is assembled (the export's peak memory
     stays near the file size): the same tensors as the in-memory export, page-aligned, and a file that runs."""
     export(demo_dir, tmp_path / "memory.onnx", progress=lambda _: None, **options)
-    monkeypatch.setattr("graphgen._save.EXTERNAL_DATA_THRESHOLD", 1024)
+    monkeypatch.setattr("graphgen.deploy.save.EXTERNAL_DATA_THRESHOLD", 1024)
     result = export(demo_dir, tmp_path / "streamed.onnx", progress=lambda _: None, **options)
     assert [f.name for f in result.files] == ["streamed.onnx", "streamed.onnx.data"]
     assert not [p for p in tmp_path.iterdir() if "staging" in p.name]

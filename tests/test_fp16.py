@@ -22,11 +22,11 @@ from conftest import file_session, text_feeds
 
 from graphgen._assemble import standalone_subgraph
 from graphgen._export import export
-from graphgen._fp16 import Float16Error, to_float16
-from graphgen._load import load_checkpoint
-from graphgen._save import all_initializers
-from graphgen._spec import ModelSpec
-from graphgen._subgraphs import build_decoder_graph, build_encoder_graph
+from graphgen.checkpoint.load import load_checkpoint
+from graphgen.deploy.save import all_initializers
+from graphgen.model.spec import ModelSpec
+from graphgen.model.transformer import build_decoder_graph, build_encoder_graph
+from graphgen.passes.fp16 import Float16Error, to_float16
 
 
 def _session(model: onnx.ModelProto) -> ort.InferenceSession:

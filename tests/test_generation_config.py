@@ -13,8 +13,8 @@ from transformers import GenerationConfig, MarianMTModel, MarianTokenizer
 
 from graphgen import UnsupportedModelError
 from graphgen._export import export
-from graphgen._generation import HONOURED, NO_EFFECT, SAMPLING_ONLY, refused_keys
-from graphgen._parity import compare, graph_generate, hf_generate
+from graphgen.checkpoint.generation import HONOURED, NO_EFFECT, SAMPLING_ONLY, refused_keys
+from graphgen.verify.parity import compare, graph_generate, hf_generate
 
 SENTENCES = [source for source, _ in demo_test_pairs()][:40]
 

@@ -19,7 +19,7 @@ from conftest import demo_test_pairs
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen._export import export
-from graphgen._parity import compare, graph_generate, hf_generate
+from graphgen.verify.parity import compare, graph_generate, hf_generate
 
 SENTENCES = [source for source, _ in demo_test_pairs()][:60]
 VARIANTS = {

@@ -10,12 +10,12 @@ import onnx
 import onnxruntime as ort
 import pytest
 from conftest import demo_test_pairs, language_checkpoint, t5_checkpoint
+from graphgen.custom_ops.builder import INT32, GraphBuilder
 from onnx import TensorProto, helper
 
-from custom_ops.builder import INT32, GraphBuilder
 from graphgen import GraphgenError, Translator, export
-from graphgen._quantize import INT4_BLOCK, Int4Weights, quantize_blocks
-from graphgen._save import all_initializers
+from graphgen.deploy.save import all_initializers
+from graphgen.model.weights import INT4_BLOCK, Int4Weights, quantize_blocks
 
 PAIRS = demo_test_pairs()
 

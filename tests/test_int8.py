@@ -10,7 +10,7 @@ import pytest
 from conftest import demo_test_pairs
 
 from graphgen import Translator, export
-from graphgen._save import all_initializers
+from graphgen.deploy.save import all_initializers
 
 PAIRS = demo_test_pairs()
 

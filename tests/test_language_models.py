@@ -25,10 +25,10 @@ from conftest import (
 )
 
 from graphgen import GraphgenError, Translator
-from graphgen._bake import write_baked
 from graphgen._export import export
-from graphgen._parity import generated_tokens
-from graphgen._verify import verify
+from graphgen.passes.bake import write_baked
+from graphgen.verify.against_hf import verify
+from graphgen.verify.parity import generated_tokens
 
 SENTENCES = [source.split(" ", 1)[1] for source, _ in demo_test_pairs()][:104]
 LANGUAGES = {  # source, then three targets

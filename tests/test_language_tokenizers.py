@@ -9,21 +9,21 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from conftest import LANGUAGE_TOKENIZERS, language_tokenizer
+from graphgen.custom_ops import GraphBuilder
+from graphgen.custom_ops.builder import EXTENSIONS_DOMAIN, INT32, STRING
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 from tokenizer_corpus import tokenizer_strings
 
-from custom_ops import GraphBuilder
-from custom_ops.builder import EXTENSIONS_DOMAIN, INT32, STRING
 from graphgen._assemble import make_model
-from graphgen._language_tokenizers import (
+from graphgen.runtime.translator import session_options
+from graphgen.text.languages import (
     add_language_detokenizer,
     add_language_tokenizer,
     language_ids,
     load_language_vocabulary,
 )
-from graphgen._runtime import session_options
 
 STRINGS = tokenizer_strings()
 SOURCES = {

@@ -14,9 +14,9 @@ from conftest import DEMO_DIR, no_torch_python, random_marian
 from transformers import AutoConfig, MarianMTModel
 
 from graphgen import CheckpointError, export
-from graphgen._load import _torch_weights, load_checkpoint
-from graphgen._spec import ModelSpec
-from graphgen.adapters import ADAPTERS, CheckpointData
+from graphgen.checkpoint.load import _torch_weights, load_checkpoint
+from graphgen.families import ADAPTERS, CheckpointData
+from graphgen.model.spec import ModelSpec
 
 
 def torch_path_spec(directory: Path) -> ModelSpec:

@@ -20,7 +20,7 @@ from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen._errors import GraphgenError
 from graphgen._export import export
-from graphgen._parity import compare, generated_tokens, graph_generate, hf_generate
+from graphgen.verify.parity import compare, generated_tokens, graph_generate, hf_generate
 
 SENTENCES = [source for source, _ in demo_test_pairs()][:120]
 

@@ -9,16 +9,16 @@ import onnx
 import onnxruntime as ort
 import pytest
 from conftest import demo_test_pairs, language_checkpoint, t5_checkpoint
+from graphgen.custom_ops import GraphBuilder
+from graphgen.custom_ops.builder import INT32, STRING
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
-from custom_ops import GraphBuilder
-from custom_ops.builder import INT32, STRING
 from graphgen import GraphgenError, Translator, export
 from graphgen._assemble import make_model
-from graphgen._mobile import ops_outside_mobile_packages, ops_used
-from graphgen._tokenizer_graphs import add_detokenizer, id_to_text, load_vocabulary
+from graphgen.deploy.mobile import ops_outside_mobile_packages, ops_used
+from graphgen.text.marian import add_detokenizer, id_to_text, load_vocabulary
 
 SOURCES = [source for source, _ in demo_test_pairs()]
 

@@ -14,8 +14,8 @@ from conftest import REPO, demo_test_pairs, file_session, language_checkpoint
 from onnx import AttributeProto, GraphProto, TensorProto
 
 from graphgen import GraphgenError, Translator, export
-from graphgen._bake import write_baked
-from graphgen._runtime import utf8_batch
+from graphgen.passes.bake import write_baked
+from graphgen.runtime.translator import utf8_batch
 
 SOURCES = [source for source, _ in demo_test_pairs()][:64]
 TEXTS = [source.split(" ", 1)[1] for source in SOURCES[:24]]

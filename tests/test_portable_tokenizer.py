@@ -16,22 +16,32 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from conftest import DEMO_DIR, language_tokenizer
+from graphgen.custom_ops import GraphBuilder
+from graphgen.custom_ops.builder import INT32, INT64, ML_DOMAIN, ML_OPSET, STRING
+from graphgen.custom_ops.text import join_strings
+from graphgen.custom_ops.unicode_data import (
+    CLASS_MASK,
+    CONTROL,
+    CR,
+    EXTEND,
+    LF,
+    PREPEND,
+    SPACING_MARK,
+    ZWJ,
+    grapheme_classes,
+)
+from graphgen.custom_ops.utf8 import join_bytes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from tokenizer_corpus import generated_strings, tokenizer_strings
 
-from custom_ops import GraphBuilder
-from custom_ops.builder import INT32, INT64, ML_DOMAIN, ML_OPSET, STRING
-from custom_ops.text import join_strings
-from custom_ops.unicode_data import CLASS_MASK, CONTROL, CR, EXTEND, LF, PREPEND, SPACING_MARK, ZWJ, grapheme_classes
-from custom_ops.utf8 import join_bytes
 from graphgen._assemble import make_model
-from graphgen._language_tokenizers import language_detokenizer_index, load_language_vocabulary
-from graphgen._mobile import ops_used
-from graphgen._portable_tokenizer import add_portable_tokenizer
-from graphgen._runtime import utf8_batch
-from graphgen._tokenizer_graphs import detokenizer_index, load_vocabulary
+from graphgen.deploy.mobile import ops_used
+from graphgen.runtime.translator import utf8_batch
+from graphgen.text.languages import language_detokenizer_index, load_language_vocabulary
+from graphgen.text.marian import detokenizer_index, load_vocabulary
+from graphgen.text.portable import add_portable_tokenizer
 
 STRINGS = tokenizer_strings() + generated_strings(10_000)
 TOKENIZERS = ("marian", "marian-separate", "NllbTokenizer", "M2M100Tokenizer", "MBart50Tokenizer", "T5Tokenizer")
@@ -222,8 +232,8 @@ def test_only_standard_domains(portable: Portable) -> None:
 
 def test_grapheme_table_matches_installed_tokenizers() -> None:
     """The committed table (custom_ops/grapheme_classes.npz) says what the installed ``tokenizers``
-    does where it can be observed (``python -m custom_ops.unicode_data`` writes it again)."""
-    from custom_ops.unicode_data import observed_joins
+    does where it can be observed (``python -m graphgen.custom_ops.unicode_data`` writes it again)."""
+    from graphgen.custom_ops.unicode_data import observed_joins
 
     classes = grapheme_classes() & CLASS_MASK
     seen = observed_joins()

@@ -14,7 +14,7 @@ from pathlib import Path
 from conftest import DEMO_DIR, REPO
 
 from graphgen import Translator
-from graphgen._bulk import TextLines, translate_lines
+from graphgen.runtime.bulk import TextLines, translate_lines
 
 sys.path.insert(0, str(DEMO_DIR))
 from corpus import generate_pairs  # the demo model's corpus generator

@@ -45,3 +45,29 @@ def test_documentation_links_resolve() -> None:
                 if anchor not in {_slug(h) for h in headings}:
                     broken.append(f"{page.name}: {target} (no such heading)")
     assert not broken, broken
+
+
+def test_every_package_folder_is_installed() -> None:
+    """pyproject.toml lists the packages one by one (custom_ops/ installs as graphgen.custom_ops):
+    a new folder left out of the list would be missing from the wheel while tests, which run on the
+    source tree, still pass."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(init.parent.relative_to(REPO).parts) for init in (REPO / "graphgen").rglob("__init__.py")} | {
+        "graphgen.custom_ops"
+    }
+    assert listed == folders
+
+
+def test_custom_ops_is_imported_under_graphgen() -> None:
+    """Nothing imports a top-level ``custom_ops``: installed, only ``graphgen`` is in site-packages (a
+    stale import would still pass here, where the repository root is on the path)."""
+    pattern = re.compile(r"^\s*(from|import) custom_ops\b", re.M)
+    offenders = [
+        str(path.relative_to(REPO))
+        for folder in PATHS
+        for path in (REPO / folder).rglob("*.py")
+        if "node_modules" not in path.parts and pattern.search(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders

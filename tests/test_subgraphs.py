@@ -12,8 +12,8 @@ from conftest import assert_close, random_marian
 from transformers import MarianMTModel
 
 from graphgen._assemble import standalone_subgraph
-from graphgen._load import load_checkpoint
-from graphgen._subgraphs import build_decoder_graph, build_encoder_graph, sinusoidal_positions
+from graphgen.checkpoint.load import load_checkpoint
+from graphgen.model.transformer import build_decoder_graph, build_encoder_graph, sinusoidal_positions
 
 CONFIGS = {
     "swish-scaled": {},

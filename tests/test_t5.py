@@ -30,10 +30,10 @@ from conftest import (
 
 from graphgen import Translator
 from graphgen._export import export
-from graphgen._load import load_checkpoint
-from graphgen._spec import RelativeAttention
-from graphgen._subgraphs import relative_buckets
-from graphgen._verify import verify
+from graphgen.checkpoint.load import load_checkpoint
+from graphgen.model.spec import RelativeAttention
+from graphgen.model.transformer import relative_buckets
+from graphgen.verify.against_hf import verify
 
 VOCAB = 120
 PAD, EOS = 0, 1

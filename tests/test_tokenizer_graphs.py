@@ -9,17 +9,17 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from conftest import DEMO_DIR
+from graphgen.custom_ops import GraphBuilder
+from graphgen.custom_ops.builder import EXTENSIONS_DOMAIN, INT32, STRING
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper
 from tokenizer_corpus import tokenizer_strings
 from transformers import MarianTokenizer
 
-from custom_ops import GraphBuilder
-from custom_ops.builder import EXTENSIONS_DOMAIN, INT32, STRING
 from graphgen._assemble import make_model
-from graphgen._runtime import session_options
-from graphgen._tokenizer_graphs import add_detokenizer, add_tokenizer, load_vocabulary
+from graphgen.runtime.translator import session_options
+from graphgen.text.marian import add_detokenizer, add_tokenizer, load_vocabulary
 
 STRINGS = tokenizer_strings()
 

@@ -1,0 +1,144 @@
+"""Translate a dataset on a Ray cluster: Ray Data's ``map_batches`` with one ONNX Runtime session per actor.
+
+Needs ``pip install graphgen[ray]``. The same code runs on a laptop (``ray.init(num_cpus=2)``) and
+on a cluster (``ray.init(address="auto")``, inputs and outputs on storage every node reads, such
+as ``s3://``): the model file is read once by the driver and shipped to the actors through Ray's
+object store, so workers need no copy of it. Rows that cannot be translated (a source longer
+than the model's limit, say) keep their place with a null translation and the reason in
+``error_column``, as ``graphgen translate --on-error skip`` does; none is dropped.
+
+    import ray
+    from graphgen.ray import translate
+
+    ray.init()
+    rows = ray.data.read_text("corpus.txt", drop_empty_lines=False)
+    translate(rows, "model.onnx", concurrency=4).write_json("translated/")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import ray.data
+
+from graphgen._errors import GraphgenError
+from graphgen.runtime.bulk import Item, translate_items
+from graphgen.runtime.translator import Translator, generation_settings
+
+__all__ = ["TranslateBatch", "translate", "translate_text_file"]
+
+
+class TranslateBatch:
+    """The per-actor callable: loads the model once, then translates one batch per call."""
+
+    def __init__(
+        self,
+        model: list[Any],
+        *,
+        column: str,
+        output_column: str,
+        error_column: str,
+        threads: int | None,
+        truncate: bool | None,
+        settings: dict[str, Any],
+    ) -> None:
+        (source,) = model  # an object-store reference (wrapped, so Ray hands it over unresolved) or a path
+        self.translator = Translator(ray.get(source) if isinstance(source, ray.ObjectRef) else source, threads=threads)
+        self.column, self.output_column, self.error_column = column, output_column, error_column
+        self.truncate, self.settings = truncate, settings
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        texts = batch[self.column]
+        items = [Item(line=index, text=None, record=None) for index in range(len(texts))]
+        for item, text in zip(items, texts, strict=True):
+            if isinstance(text, str):
+                item.text = text
+            else:
+                item.error = f"column {self.column!r} holds {type(text).__name__}, not a string"
+        todo = [item for item in items if item.error is None]
+        if todo:
+            translate_items(self.translator, todo, self.truncate, self.settings)
+        translations = np.empty(len(items), dtype=object)
+        translations[:] = [item.translation for item in items]
+        batch[self.output_column] = translations
+        batch[self.error_column] = np.array([item.error for item in items], dtype=object)
+        return batch
+
+
+def translate(
+    dataset: ray.data.Dataset,
+    model: str | Path,
+    *,
+    column: str = "text",
+    output_column: str = "translation",
+    error_column: str = "error",
+    batch_size: int = 16,
+    concurrency: int = 2,
+    threads_per_actor: int = 1,
+    cpus_per_actor: float | None = None,
+    truncate: bool | None = None,
+    ship_model: bool = True,
+    **settings: Any,
+) -> ray.data.Dataset:
+    """``dataset`` with ``output_column`` (and ``error_column``) added; rows keep their order.
+
+    ``concurrency`` actors each hold one session using ``threads_per_actor`` cores; Ray reserves
+    ``cpus_per_actor`` CPUs for each (default: ``threads_per_actor``). The actors must leave at
+    least one CPU of the cluster free: Ray Data's read tasks need one, and with none left the
+    pipeline waits forever, so that case is refused. ``ship_model=False`` makes each actor open
+    ``model`` itself, for files with external data (> 2 GB) that every node can read at one path.
+    """
+    path = Path(model)
+    if not path.is_file():
+        raise GraphgenError(f"{path} does not exist")
+    if batch_size < 1 or concurrency < 1 or threads_per_actor < 1:
+        raise GraphgenError("batch_size, concurrency and threads_per_actor must be at least 1")
+    cpus = float(threads_per_actor if cpus_per_actor is None else cpus_per_actor)
+    available = ray.cluster_resources().get("CPU", 0.0)
+    if concurrency * cpus > available - 1:
+        raise GraphgenError(
+            f"{concurrency} actors × {cpus:g} CPUs leave less than one of the cluster's {available:g} CPUs for "
+            "reading the data (the run would wait forever); lower concurrency or cpus_per_actor"
+        )
+    if ship_model and path.with_name(path.name + ".data").exists():
+        raise GraphgenError(f"{path} keeps its weights in {path.name}.data; pass ship_model=False and a shared path")
+    probe = Translator(path, threads=1)  # fail here, not in an actor, on a bad file or bad settings
+    try:
+        generation_settings(probe.defaults, probe.max_positions, settings)
+    except (TypeError, ValueError) as error:
+        raise GraphgenError(str(error)) from error
+    del probe
+    source: Any = ray.put(path.read_bytes()) if ship_model else str(path.resolve())
+    translated = dataset.map_batches(
+        TranslateBatch,
+        fn_constructor_kwargs={
+            "model": [source],
+            "column": column,
+            "output_column": output_column,
+            "error_column": error_column,
+            "threads": threads_per_actor,
+            "truncate": truncate,
+            "settings": dict(settings),
+        },
+        batch_size=batch_size,
+        batch_format="numpy",
+        concurrency=concurrency,
+        num_cpus=cpus,
+    )
+    # Output row i is input row i. Execution reads the option from the dataset's own copy of the
+    # context, taken when the dataset was made, not from the current one.
+    translated.context.execution_options.preserve_order = True
+    return translated
+
+
+def translate_text_file(source: str, destination: str, model: str | Path, **options: Any) -> None:
+    """Translate a text file (one sentence per line, blank lines kept) into JSON Lines files under ``destination``.
+
+    Each output row is ``{"text": ..., "translation": ..., "error": ...}``, in input order across
+    the files Ray writes (named by block, in order).
+    """
+    rows = ray.data.read_text(source, drop_empty_lines=False)
+    translate(rows, model, **options).write_json(destination)

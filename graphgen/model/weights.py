@@ -1,0 +1,233 @@
+"""Quantized weights: how a layer reads its matrices in ``export --int8`` and ``--int4``.
+
+Each format is a strategy the transformer calls for its three kinds of matrix reads: a linear
+layer (``matmul``; ``fused_matmul`` for several that share an input), the output projection and
+the embedding lookup. Every array is quantized once per export, however many graphs read it.
+
+int8 (``Int8Weights``): symmetric, one scale per output column. Linear layers run as com.microsoft
+``DynamicQuantizeMatMul`` (activations quantized per call, weights int8). An embedding table is
+stored once, transposed to ``[d_model, vocab]`` with one scale per token: the same int8 array
+serves the embedding lookup (a Gather along axis 1) and, when tied, the output projection (whose
+output columns are the tokens), so the largest tensor of an opus-mt model is both quantized and
+kept single.
+
+int4 (``Int4Weights``): symmetric, one scale per block of 32 inputs, in ONNX Runtime's
+``MatMulNBits`` layout (``[out, blocks, 16]`` bytes, two codes per byte, low nibble first, code 8
+is zero). A table ``[vocab, d_model]`` is already in that layout with the tokens as outputs: the
+output projection reads it as it is, and the embedding lookup gathers token rows of the same bytes
+and unpacks them with standard ops, so a tied table is stored once, at half a byte per value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphgen.checkpoint.safetensors import release_pages
+from graphgen.custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBuilder, i64
+from graphgen.model.spec import ModelSpec
+
+# Rows quantized at a time: bounds the float temporaries (NLLB's 256k-token table is 1 GB whole).
+ROWS_PER_BLOCK = 64
+
+
+def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``weight`` [in, out] → int8 [in, out] and float32 scales [out] with w ≈ q · scale.
+
+    Block by block of rows (the same numbers as the whole array at once), so that no temporary of
+    the weight's size exists, then the checkpoint's pages behind ``weight`` let go.
+    """
+    rows = range(0, weight.shape[0], ROWS_PER_BLOCK)
+    peak = np.zeros(weight.shape[1], dtype=weight.dtype)
+    for start in rows:
+        np.maximum(peak, np.abs(weight[start : start + ROWS_PER_BLOCK]).max(axis=0), out=peak)
+    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    quantized = np.empty(weight.shape, dtype=np.int8)
+    for start in rows:
+        block = weight[start : start + ROWS_PER_BLOCK]
+        quantized[start : start + ROWS_PER_BLOCK] = np.clip(np.rint(block / scale), -127, 127).astype(np.int8)
+    release_pages(weight)
+    return quantized, scale
+
+
+class Int8Weights:
+    """Quantizes each weight once per export, however many subgraphs read it."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def linear(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A ``[in, out]`` linear weight."""
+        if name not in self._cache:
+            self._cache[name] = quantize_columns(self.spec.weights[name])
+        return self._cache[name]
+
+    def table(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A ``[vocab, d_model]`` table, returned transposed: int8 ``[d_model, vocab]``, scales ``[vocab]``."""
+        if name not in self._cache:
+            self._cache[name] = quantize_columns(self.spec.weights[name].T)
+        return self._cache[name]
+
+    # -- what the transformer's layers call ------------------------------------------------------
+
+    def matmul(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
+        return self._matmul(b, x, name, *self.linear(name), bias)
+
+    def fused_matmul(self, b: GraphBuilder, x: str, fused: str, names: list[str], bias: str) -> str:
+        parts = [self.linear(n) for n in names]
+        weight = np.concatenate([w for w, _ in parts], axis=1)
+        return self._matmul(b, x, fused, weight, np.concatenate([s for _, s in parts]), bias)
+
+    def output_projection(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
+        return self._matmul(b, x, name, *self.table(name), bias)
+
+    def lookup(self, b: GraphBuilder, name: str, ids: str) -> str:
+        """Rows of a table for ``ids``: gather columns of the int8 table, dequantize with each token's scale."""
+        weight, scale = self.table(name)
+        columns = b.op("Gather", [b.derived(f"{name}.int8", weight), ids], axis=1)  # [d, B, S]
+        values = b.op("Cast", [b.transpose(columns, [1, 2, 0])], to=FLOAT)
+        token_scale = b.op("Unsqueeze", [b.op("Gather", [b.derived(f"{name}.scale", scale), ids]), b.const(i64(-1))])
+        return b.mul(values, token_scale)
+
+    @staticmethod
+    def _matmul(b: GraphBuilder, x: str, name: str, weight: np.ndarray, scale: np.ndarray, bias: str) -> str:
+        zero = b.derived(f"int8_zero_points_{scale.size}", np.zeros(scale.size, dtype=np.int8))
+        inputs = [x, b.derived(f"{name}.int8", weight), b.derived(f"{name}.scale", scale), zero, bias]
+        return b.op("DynamicQuantizeMatMul", inputs, domain=MS_DOMAIN)
+
+
+# MatMulNBits' accuracy_level: 0 dequantizes the weights and multiplies in float32; 4 also
+# quantizes the activations per block to int8 and multiplies in integers.
+INT4_ACCURACY_LEVEL = 4
+
+# Inputs per int4 scale. 32 is what ONNX Runtime's and llama.cpp's 4-bit formats use (Q4_0).
+INT4_BLOCK = 32
+# Rows of an int4 matrix quantized at a time (a 256k-token table would need GBs of temporaries whole).
+INT4_ROWS_PER_CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class Int4Matrix:
+    """A matrix ``[out, in]`` in ``MatMulNBits``' layout: codes ``[out, blocks, INT4_BLOCK / 2]``
+    uint8, scales ``[out * blocks]`` float32, and ``inputs`` (K before padding to whole blocks)."""
+
+    codes: np.ndarray
+    scales: np.ndarray
+    inputs: int
+
+    @property
+    def outputs(self) -> int:
+        return self.codes.shape[0]
+
+    @property
+    def blocks(self) -> int:
+        return self.codes.shape[1]
+
+
+def quantize_blocks(rows: np.ndarray) -> Int4Matrix:
+    """``rows`` [out, in] → 4-bit codes with one scale per ``INT4_BLOCK`` inputs of a row.
+
+    Symmetric: ``w ≈ (code - 8) · scale`` with codes 1..15 (scale = the block's largest magnitude
+    / 7); a row whose length is not a whole number of blocks is padded with zeros (code 8).
+    """
+    out, inputs = rows.shape
+    blocks = -(-inputs // INT4_BLOCK)
+    codes = np.empty((out, blocks, INT4_BLOCK // 2), dtype=np.uint8)
+    scales = np.empty((out, blocks), dtype=np.float32)
+    for start in range(0, out, INT4_ROWS_PER_CHUNK):
+        chunk = np.zeros((min(INT4_ROWS_PER_CHUNK, out - start), blocks * INT4_BLOCK), dtype=np.float32)
+        chunk[:, :inputs] = rows[start : start + INT4_ROWS_PER_CHUNK]
+        chunk = chunk.reshape(len(chunk), blocks, INT4_BLOCK)
+        peak = np.abs(chunk).max(axis=2)
+        scale = np.where(peak > 0, peak / 7.0, 1.0).astype(np.float32)
+        code = (np.clip(np.rint(chunk / scale[:, :, None]), -7, 7) + 8).astype(np.uint8)
+        codes[start : start + len(chunk)] = code[:, :, 0::2] | (code[:, :, 1::2] << 4)
+        scales[start : start + len(chunk)] = scale
+    release_pages(rows)
+    return Int4Matrix(codes, scales.reshape(-1), inputs)
+
+
+class Int4Weights:
+    """4-bit weights (``export --int4``): linear layers and the output projection as com.microsoft
+    ``MatMulNBits``, embedding lookups unpacked from the same bytes with standard ops."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self._cache: dict[str, Int4Matrix] = {}
+
+    def linear(self, name: str) -> Int4Matrix:
+        """A ``[in, out]`` linear weight, stored ``[out, in]``."""
+        if name not in self._cache:
+            self._cache[name] = quantize_blocks(self.spec.weights[name].T)
+        return self._cache[name]
+
+    def table(self, name: str) -> Int4Matrix:
+        """A ``[vocab, d_model]`` table: the tokens are the output projection's outputs."""
+        if name not in self._cache:
+            self._cache[name] = quantize_blocks(self.spec.weights[name])
+        return self._cache[name]
+
+    def matmul(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
+        return self._matmul(b, x, name, self.linear(name), bias)
+
+    def fused_matmul(self, b: GraphBuilder, x: str, fused: str, names: list[str], bias: str) -> str:
+        parts = [self.linear(n) for n in names]
+        matrix = Int4Matrix(
+            np.concatenate([p.codes for p in parts]), np.concatenate([p.scales for p in parts]), parts[0].inputs
+        )
+        return self._matmul(b, x, fused, matrix, bias)
+
+    def output_projection(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
+        return self._matmul(b, x, name, self.table(name), bias)
+
+    def lookup(self, b: GraphBuilder, name: str, ids: str) -> str:
+        """Rows of a table for ``ids`` ``[B, S]`` → float ``[B, S, d_model]``: gather the tokens'
+        code rows, split each byte into its two codes, scale each block."""
+        table = self.table(name)
+        rows = b.op("Gather", [b.derived(f"{name}.int4", table.codes), ids])  # [B, S, blocks, 16]
+        byte = b.op("Cast", [rows], to=INT32)
+        high = b.op("Div", [byte, b.const(np.int32(16))])
+        low = b.op("Sub", [byte, b.mul(high, b.const(np.int32(16)))])
+        pairs = b.op(
+            "Concat", [b.op("Unsqueeze", [low, b.const(i64(-1))]), b.op("Unsqueeze", [high, b.const(i64(-1))])], axis=-1
+        )
+        blocks_shape = b.op("Concat", [b.op("Shape", [ids]), b.const(i64(table.blocks, INT4_BLOCK))], axis=0)
+        codes = b.op("Reshape", [pairs, blocks_shape])  # [B, S, blocks, 32]
+        values = b.op("Sub", [b.op("Cast", [codes], to=FLOAT), b.const(np.float32(8.0))])
+        first_scale = b.mul(b.op("Cast", [ids], to=INT64), b.const(np.int64(table.blocks)))
+        scale_index = b.add(
+            b.op("Unsqueeze", [first_scale, b.const(i64(-1))]), b.const(np.arange(table.blocks, dtype=np.int64))
+        )
+        scale = b.op("Gather", [b.derived(f"{name}.int4_scale", table.scales), scale_index])  # [B, S, blocks]
+        scaled = b.mul(values, b.op("Unsqueeze", [scale, b.const(i64(-1))]))
+        width = b.op("Concat", [b.op("Shape", [ids]), b.const(i64(table.blocks * INT4_BLOCK))], axis=0)
+        flat = b.op("Reshape", [scaled, width])
+        if table.blocks * INT4_BLOCK == table.inputs:
+            return flat
+        return b.op("Slice", [flat, b.const(i64(0)), b.const(i64(table.inputs)), b.const(i64(-1))])
+
+    @staticmethod
+    def _matmul(b: GraphBuilder, x: str, name: str, matrix: Int4Matrix, bias: str) -> str:
+        inputs = [x, b.derived(f"{name}.int4", matrix.codes), b.derived(f"{name}.int4_scale", matrix.scales)]
+        y = b.op(
+            "MatMulNBits",
+            inputs,
+            domain=MS_DOMAIN,
+            K=matrix.inputs,
+            N=matrix.outputs,
+            bits=4,
+            block_size=INT4_BLOCK,
+            accuracy_level=INT4_ACCURACY_LEVEL,
+        )
+        return b.add(y, bias) if bias else y
+
+
+QuantizedWeights = Int8Weights | Int4Weights
+FORMATS: dict[str, type[QuantizedWeights]] = {"int8": Int8Weights, "int4": Int4Weights}
+
+
+def quantized_weights(spec: ModelSpec, precision: str) -> QuantizedWeights | None:
+    """The strategy for ``precision`` (``"int8"``, ``"int4"``), or None for float weights (``""``)."""
+    return FORMATS[precision](spec) if precision else None

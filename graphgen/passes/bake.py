@@ -1,0 +1,119 @@
+"""Bake a file's optional inputs (generation settings, ``truncate``) into constants.
+
+The optional inputs are graph inputs with a same-named initializer holding the default. Some hosts
+cannot feed them: Triton refuses optional inputs on a batching model, and the Java binding refuses
+more inputs than those without a default. A baked copy turns each into a plain initializer holding
+the chosen value, so such hosts get the settings they need by picking the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import ModelProto, numpy_helper
+
+from graphgen._errors import GraphgenError
+from graphgen.contract import LANGUAGE_UTF8_INPUTS
+from graphgen.deploy.save import check_output_path, save_model
+from graphgen.runtime.translator import FLOAT_PARAMETERS, INT_PARAMETERS, LANGUAGE_PARAMETERS, generation_settings
+
+
+def metadata(model: ModelProto) -> dict[str, str]:
+    return {prop.key: prop.value for prop in model.metadata_props}
+
+
+def bake_optional_inputs(model: ModelProto, values: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Turn every optional input (an input with a same-named initializer) into a constant, except
+    those named in ``required``, which become inputs without a default.
+
+    ``values`` gives the constant for some of them; the others keep their default. Returns what
+    was baked, name → value.
+    """
+    initializers = {tensor.name: tensor for tensor in model.graph.initializer}
+    for name in required:
+        if name in initializers:
+            model.graph.initializer.remove(initializers.pop(name))
+    optional = [value for value in model.graph.input if value.name in initializers]
+    unknown = set(values) - {value.name for value in optional}
+    if unknown:
+        raise GraphgenError(f"the model has no optional input(s) {', '.join(sorted(unknown))}")
+    baked: dict[str, Any] = {}
+    for value in optional:
+        tensor = initializers[value.name]
+        current = numpy_helper.to_array(tensor)
+        if value.name in values:
+            current = np.array([values[value.name]], dtype=current.dtype).reshape(current.shape)
+            tensor.CopyFrom(numpy_helper.from_array(current, value.name))
+        baked[value.name] = current.reshape(-1)[0].item()
+        model.graph.input.remove(value)
+    # Dimensions named after a baked input are now fixed (``translation`` is [batch, num_return_sequences]).
+    for output in model.graph.output:
+        for dim in output.type.tensor_type.shape.dim:
+            if dim.dim_param in baked and isinstance(baked[dim.dim_param], int):
+                dim.dim_value = baked[dim.dim_param]
+    return baked
+
+
+def load_baked(
+    source: Path, settings: dict[str, Any] | None = None, truncate: bool | None = None, *, keep_languages: bool = False
+) -> tuple[ModelProto, dict[str, Any]]:
+    """``source`` read and baked with the file's defaults overridden by ``settings``; also what was baked.
+
+    With ``keep_languages`` the ``source_language`` and ``target_language`` inputs stay, required:
+    a host that cannot feed optional inputs (Java) still chooses the languages per call.
+    """
+    if not source.is_file():
+        raise GraphgenError(f"{source} does not exist")
+    try:
+        model = onnx.load(str(source))
+    except Exception as error:  # protobuf raises several types for files that are not models
+        raise GraphgenError(f"cannot read {source} as an ONNX model: {error}") from error
+    meta = metadata(model)
+    if "graphgen.generation_defaults" not in meta:
+        raise GraphgenError(f"{source} was not written by graphgen export")
+    max_positions = int(meta.get("graphgen.max_positions", 0)) or None
+    try:
+        chosen = generation_settings(json.loads(meta["graphgen.generation_defaults"]), max_positions, settings or {})
+    except (TypeError, ValueError) as error:
+        raise GraphgenError(str(error)) from error
+    values: dict[str, Any] = {name: chosen[name] for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS)}
+    if truncate is not None:
+        if meta.get("graphgen.interface") != "text":
+            raise GraphgenError("--truncate applies to text-level files only")
+        values["truncate"] = truncate
+    required = (*LANGUAGE_PARAMETERS, *LANGUAGE_UTF8_INPUTS.values()) if keep_languages else ()
+    if keep_languages and not meta.get("graphgen.languages"):
+        raise GraphgenError(f"{source} has no language inputs to keep (only NLLB, M2M100 and mBART-50 files do)")
+    baked = bake_optional_inputs(model, values, required)
+    # The file's defaults are now its fixed settings; graphgen.baked lists the inputs gone, with their values.
+    defaults = json.loads(meta["graphgen.generation_defaults"])
+    defaults.update({name: value for name, value in values.items() if name in defaults})  # as given, not float32
+    onnx.helper.set_model_props(
+        model,
+        {
+            **meta,
+            "graphgen.generation_defaults": json.dumps(defaults, sort_keys=True),
+            "graphgen.baked": json.dumps(baked, sort_keys=True),
+        },
+    )
+    return model, baked
+
+
+def write_baked(
+    source: Path,
+    output: Path,
+    settings: dict[str, Any] | None = None,
+    truncate: bool | None = None,
+    *,
+    keep_languages: bool = False,
+) -> list[Path]:
+    """Write a baked copy of ``source`` to ``output`` (atomically, checked before the work)."""
+    output = check_output_path(output)
+    if output == source.expanduser().resolve():
+        raise GraphgenError("the output file is the input file")
+    model, _ = load_baked(source, settings, truncate, keep_languages=keep_languages)
+    return save_model(model, output)

@@ -1,0 +1,94 @@
+"""float16 for ``graphgen export --fp16``: the weights of a spec, and a pass for the op search.
+
+Meant for GPU execution providers, where float16 halves the weight traffic. graphgen's own
+search builds its layers in float16 from ``float16_spec`` (``_subgraphs._Transformer`` with
+``float16=True``) and keeps the search itself in float32. For ORT's BeamSearch op,
+``to_float16`` converts a finished float32 model instead: every float tensor of the encoder and
+decoder subgraphs (weights, constants, inputs and outputs, casts) becomes float16.
+``length_penalty``, ``repetition_penalty`` and the op's ``sequence_scores`` output stay float32:
+the op's schema gives them one type parameter, and ORT's CUDA search keeps its scores in float32
+for float16 subgraphs too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_helper
+
+from graphgen._errors import GraphgenError
+from graphgen.checkpoint.safetensors import release_pages
+from graphgen.model.spec import ModelSpec
+from graphgen.search.op import SEARCH_PARAMETERS
+
+FLOAT, FLOAT16 = TensorProto.FLOAT, TensorProto.FLOAT16
+KEEP_FLOAT32 = {name for name, dtype in SEARCH_PARAMETERS if dtype == np.float32}
+
+
+class Float16Error(GraphgenError):
+    """The model cannot be converted (int8 weights, or a value too large for float16)."""
+
+
+def _graphs(graph: GraphProto, in_search: bool = False) -> Iterator[tuple[GraphProto, bool]]:
+    """Every graph of the model, each with whether it is (inside) a BeamSearch subgraph."""
+    yield graph, in_search
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == AttributeProto.GRAPH:
+                yield from _graphs(attribute.g, in_search or node.op_type == "BeamSearch")
+
+
+def _half_array(array: np.ndarray, name: str) -> np.ndarray:
+    magnitude = np.abs(array[np.isfinite(array)])
+    # float32's extreme values serve as "masked" and become ±inf, which masks the same way.
+    beyond = (magnitude > np.finfo(np.float16).max) & (magnitude < np.finfo(np.float32).max)
+    if np.any(beyond):
+        raise Float16Error(f"{name} holds values beyond float16's range")
+    with np.errstate(over="ignore"):
+        return array.astype(np.float16)
+
+
+def _half(tensor: TensorProto) -> TensorProto:
+    array = numpy_helper.to_array(tensor)
+    return numpy_helper.from_array(_half_array(array, tensor.name or "a constant"), tensor.name)
+
+
+def float16_spec(spec: ModelSpec) -> ModelSpec:
+    """``spec`` with float16 weights (HF's ``model.half()``), for layers built in float16."""
+    weights = {}
+    for name, array in spec.weights.items():
+        weights[name] = _half_array(array, name)
+        release_pages(array)
+    return dataclasses.replace(spec, weights=weights)
+
+
+def to_float16(model: ModelProto, *, whole: bool = False) -> ModelProto:
+    """Convert ``model`` (as built by ``_assemble``) in place and return it.
+
+    ``whole`` converts the main graph's own inputs and outputs too: for a subgraph saved as a
+    model of its own (``_assemble.standalone_subgraph``), which is how the tests check numerics.
+    """
+    graphs = list(_graphs(model.graph, whole))
+    # Outside the subgraphs only the weights they read change (the tokenizer has floats too).
+    read_by_search = {name for graph, inside in graphs if inside for node in graph.node for name in node.input}
+    for graph, in_search in graphs:
+        for i, tensor in enumerate(graph.initializer):
+            if tensor.data_type == TensorProto.INT8:
+                raise Float16Error("--fp16 and --int8 cannot be combined")
+            wanted = in_search or tensor.name in read_by_search
+            if tensor.data_type == FLOAT and wanted and tensor.name not in KEEP_FLOAT32:
+                graph.initializer[i].CopyFrom(_half(tensor))
+        if not in_search:
+            continue
+        for info in [*graph.input, *graph.output, *graph.value_info]:
+            if info.type.tensor_type.elem_type == FLOAT:
+                info.type.tensor_type.elem_type = FLOAT16
+        for node in graph.node:
+            for attribute in node.attribute:
+                if node.op_type == "Cast" and attribute.name == "to" and attribute.i == FLOAT:
+                    attribute.i = FLOAT16
+                elif attribute.type == AttributeProto.TENSOR and attribute.t.data_type == FLOAT:
+                    attribute.t.CopyFrom(_half(attribute.t))
+    return model

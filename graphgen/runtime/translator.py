@@ -1,0 +1,311 @@
+"""Run an exported graph: the torch-free path (onnxruntime, onnxruntime-extensions, numpy only)."""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import json
+import math
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from graphgen._errors import SOURCE_TOO_LONG_PREFIX, GraphgenError, SourceTooLongError
+from graphgen.contract import (
+    FLOAT_PARAMETERS,
+    INT_PARAMETERS,
+    LANGUAGE_PARAMETERS,
+    LANGUAGE_UTF8_INPUTS,
+    TEXT,
+    TEXT_UTF8,
+    TRANSLATION,
+    TRANSLATION_LENGTHS,
+    TRANSLATION_UTF8,
+    read_file_info,
+)
+
+__all__ = ["FLOAT_PARAMETERS", "INT_PARAMETERS", "LANGUAGE_PARAMETERS", "Translator", "generation_settings"]
+
+
+def extensions_library() -> str:
+    """Path of the onnxruntime-extensions custom-op library.
+
+    Found without importing the package: ``import onnxruntime_extensions`` pulls in torch and
+    transformers when they are installed (its converters), which the runtime path must not.
+    """
+    spec = importlib.util.find_spec("onnxruntime_extensions")
+    if spec is None or not spec.submodule_search_locations:
+        raise GraphgenError("onnxruntime-extensions is not installed (pip install onnxruntime-extensions)")
+    for folder in spec.submodule_search_locations:
+        libraries = sorted(Path(folder).glob("_extensions_pydll*"))
+        libraries = [p for p in libraries if p.suffix in (".so", ".pyd", ".dylib")]
+        if libraries:
+            return str(libraries[0])
+    raise GraphgenError("onnxruntime-extensions is installed but its custom-op library was not found")
+
+
+def session_options(threads: int | None = None, *, extensions: bool = True) -> ort.SessionOptions:
+    """Options with ORT's load-time notices silenced, and the extensions library registered unless
+    ``extensions`` is false (files with the portable tokenizer, id-level files)."""
+    options = ort.SessionOptions()
+    if extensions:
+        options.register_custom_ops_library(extensions_library())
+    # Optional graph inputs carry their defaults as initializers; ORT warns about each one, and
+    # logs every failed run as an error on top of raising it.
+    options.log_severity_level = 4
+    if threads:
+        options.intra_op_num_threads = threads
+    return options
+
+
+def generation_settings(
+    defaults: dict[str, Any], max_positions: int | None, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """``defaults`` (a file's ``graphgen.generation_defaults``) with ``overrides`` applied, validated."""
+    unknown = set(overrides) - set(INT_PARAMETERS) - set(FLOAT_PARAMETERS)
+    if unknown:
+        raise TypeError(f"unknown generation setting(s): {', '.join(sorted(unknown))}")
+    values = {name: defaults[name] for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS)}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    for name in INT_PARAMETERS:
+        if isinstance(values[name], bool) or int(values[name]) != values[name]:
+            raise ValueError(f"{name} must be an integer, got {values[name]!r}")
+    for name in FLOAT_PARAMETERS:
+        if not math.isfinite(float(values[name])):
+            raise ValueError(f"{name} must be finite, got {values[name]!r}")
+    if values["num_beams"] < 1:
+        raise ValueError(f"num_beams must be at least 1, got {values['num_beams']}")
+    if not 1 <= values["num_return_sequences"] <= values["num_beams"]:
+        raise ValueError(
+            f"num_return_sequences must be between 1 and num_beams ({values['num_beams']}), "
+            f"got {values['num_return_sequences']}"
+        )
+    if values["max_length"] < 2:
+        raise ValueError(f"max_length must be at least 2, got {values['max_length']}")
+    if max_positions and values["max_length"] > max_positions:
+        raise ValueError(f"max_length {values['max_length']} exceeds the model's {max_positions} positions")
+    if not 0 <= values["min_length"] <= values["max_length"]:
+        raise ValueError(f"min_length must be between 0 and max_length, got {values['min_length']}")
+    if values["repetition_penalty"] <= 0:
+        raise ValueError(f"repetition_penalty must be positive, got {values['repetition_penalty']}")
+    return values
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: one U+FFFD each, as JavaScript's TextEncoder does
+        return re.sub("[\ud800-\udfff]", "\ufffd", text).encode("utf-8")
+
+
+def utf8_batch(texts: Sequence[str]) -> np.ndarray:
+    """Texts as the portable tokenizer's ``text_utf8`` input: uint8 ``[batch, longest]``, zero-padded."""
+    encoded = [_utf8(text) for text in texts]
+    batch = np.zeros((len(encoded), max((len(e) for e in encoded), default=0)), dtype=np.uint8)
+    for row, data in enumerate(encoded):
+        batch[row, : len(data)] = np.frombuffer(data, dtype=np.uint8)
+    return batch
+
+
+# ONNX Runtime can fail when two sessions register the extensions library at the same moment
+# ("Trying to add a domain to DomainToVersion map, but the domain is already exist").
+_SESSION_CREATION = threading.Lock()
+
+
+class Translator:
+    """A loaded text-level graph. ``translate`` is safe to call from several threads at once.
+
+    Translators may also be created from several threads at once.
+    """
+
+    def __init__(
+        self, model: str | Path | bytes, *, threads: int | None = None, providers: Sequence[str] | None = None
+    ):
+        """``model`` is a file's path or its contents (e.g. shipped to cluster workers in memory)."""
+        path = Path("<bytes>") if isinstance(model, bytes) else Path(model)
+        if not isinstance(model, bytes) and not path.is_file():
+            raise GraphgenError(f"{path} does not exist")
+        try:
+            extensions = read_file_info(model if isinstance(model, bytes) else path).needs_extensions
+        except (ValueError, UnicodeDecodeError):
+            # Not ONNX's protobuf (an .ort file): its metadata is not read here; the library is
+            # registered if it is installed, as a file that needs it would ask.
+            extensions = importlib.util.find_spec("onnxruntime_extensions") is not None
+        except OSError as error:
+            raise GraphgenError(f"cannot read {path}: {error}") from error
+        try:
+            with _SESSION_CREATION:
+                self._session = ort.InferenceSession(
+                    model if isinstance(model, bytes) else str(path),
+                    session_options(threads, extensions=extensions),
+                    providers=list(providers or ["CPUExecutionProvider"]),
+                )
+        except Exception as error:  # ORT raises several types for unreadable models
+            raise GraphgenError(f"cannot load {path}: {error}") from error
+        meta = self._session.get_modelmeta().custom_metadata_map
+        if meta.get("graphgen.interface") != "text":
+            raise GraphgenError(f"{path} is not a text-level graphgen model (export it without --no-tokenizer)")
+        self.defaults: dict[str, Any] = json.loads(meta["graphgen.generation_defaults"])
+        self.max_positions = int(meta.get("graphgen.max_positions", 0)) or None
+        self.path = path
+        self._baked_truncate = bool(json.loads(meta.get("graphgen.baked", "{}")).get("truncate", False))
+        optional = self._session.get_overridable_initializers()  # inputs with a default
+        self._required = {value.name for value in self._session.get_inputs()}
+        self._inputs = {value.name for value in [*self._session.get_inputs(), *optional]}
+        # Language-coded tokenizers (NLLB, mBART-50, M2M100): the codes the file accepts, and its defaults.
+        self.languages: list[str] = json.loads(meta.get("graphgen.languages", "[]"))
+        self.source_language: str | None = meta.get("graphgen.source_language")
+        self.target_language: str | None = meta.get("graphgen.target_language")
+
+    def settings(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """The checkpoint defaults with ``overrides`` applied, validated (languages checked, not returned)."""
+        self.language_feeds({k: v for k, v in overrides.items() if k in LANGUAGE_PARAMETERS}, None)
+        generation = {k: v for k, v in overrides.items() if k not in LANGUAGE_PARAMETERS}
+        return generation_settings(self.defaults, self.max_positions, generation)
+
+    def language_feeds(self, languages: dict[str, Any], rows: int | None) -> dict[str, np.ndarray]:
+        """``source_language`` / ``target_language`` (one code, or one per text) as the graph's inputs.
+
+        Checked here so that a wrong code names the codes that exist; the graph checks them too.
+        """
+        feeds: dict[str, np.ndarray] = {}
+        for name in LANGUAGE_PARAMETERS:
+            value = languages.get(name)
+            as_bytes = LANGUAGE_UTF8_INPUTS[name] in self._inputs  # a file without strings (export --no-strings)
+            fed = LANGUAGE_UTF8_INPUTS[name] if as_bytes else name
+            if value is None and fed in self._required:  # a baked copy that kept them (bake --keep-languages)
+                value = getattr(self, name)
+            if value is None:
+                continue
+            if fed not in self._inputs:
+                if not self.languages:
+                    raise GraphgenError(
+                        f"{self.path} takes no {name}: its tokenizer has no language codes"
+                        " (Marian files take the target as a >>xx<< token at the start of each text)"
+                    )
+                raise GraphgenError(f"{name} is fixed to {getattr(self, name)!r} in {self.path} (a baked copy)")
+            codes = [value] if isinstance(value, str) else list(value)
+            if not codes or not all(isinstance(code, str) for code in codes):
+                raise TypeError(f"{name} must be a str or a non-empty sequence of str")
+            if rows is not None and len(codes) not in (1, rows):
+                raise ValueError(f"give one {name}, or one per text ({rows}); got {len(codes)}")
+            allowed = set(self.languages) | ({""} if name == "target_language" else set())
+            for code in codes:
+                if code not in allowed:
+                    close = difflib.get_close_matches(code, self.languages, n=3)
+                    hint = f"; did you mean {', '.join(close)}?" if close else ""
+                    raise ValueError(f"unknown {name} {code!r} (graphgen.languages lists {len(self.languages)}){hint}")
+            feeds[fed] = utf8_batch(codes) if as_bytes else np.array(codes, dtype=object)
+        return feeds
+
+    def run(
+        self,
+        texts: Sequence[str],
+        *,
+        truncate: bool | None = None,
+        source_language: str | Sequence[str] | None = None,
+        target_language: str | Sequence[str] | None = None,
+        **overrides: Any,
+    ) -> dict[str, np.ndarray]:
+        """All outputs of the graph (``translation``, ``sequences``, ``sequence_scores``).
+
+        ``source_language`` and ``target_language`` (files of language-coded tokenizers: NLLB,
+        mBART-50, M2M100) take one code as the HF tokenizer spells it, or one per text; ``None``
+        keeps the file's default (``graphgen.source_language`` / ``graphgen.target_language``), and
+        a target of ``""`` forces no first token.
+
+        A text with more tokens than the model has positions raises :class:`SourceTooLongError`,
+        unless ``truncate`` is true: then it is cut to the limit as HF's ``truncation=True`` cuts it.
+        ``None`` (the default) means false, or what a baked copy fixed.
+        """
+        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
+            raise TypeError("texts must be a sequence of str")
+        values = self.settings(overrides)
+        if TEXT_UTF8 in self._inputs:
+            feeds: dict[str, np.ndarray] = {TEXT_UTF8: utf8_batch(texts)}
+        else:
+            feeds = {TEXT: np.array(list(texts), dtype=object)}
+        languages = {"source_language": source_language, "target_language": target_language}
+        feeds |= self.language_feeds(languages, len(texts))
+        for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS):
+            if name in self._inputs:
+                feeds[name] = np.array([values[name]], dtype=np.int32 if name in INT_PARAMETERS else np.float32)
+            elif values[name] != self.defaults[name]:
+                raise GraphgenError(f"{name} is fixed to {self.defaults[name]} in {self.path} (a baked copy)")
+        if "truncate" in self._inputs:
+            feeds["truncate"] = np.array([bool(truncate)])
+        elif truncate is not None and truncate != self._baked_truncate:
+            raise GraphgenError(f"{self.path} has no truncate input (an older export, or a baked copy)")
+        if not texts:
+            returns = values["num_return_sequences"]
+            return {
+                "translation": np.empty((0, returns), dtype=object),
+                "sequences": np.empty((0, returns, 0), dtype=np.int32),
+                "sequence_scores": np.empty((0, returns), dtype=np.float32),
+            }
+        names = [output.name for output in self._session.get_outputs()]
+        try:
+            results = dict(zip(names, self._session.run(names, feeds), strict=True))
+        except Exception as error:  # ORT's exception types differ between versions
+            if SOURCE_TOO_LONG_PREFIX not in str(error):
+                raise
+            indices = tuple(self.too_long(texts)) if len(texts) > 1 else (0,)
+            raise self._too_long_error(indices) from None
+        if TRANSLATION not in results:  # a file without strings: its translations are UTF-8 bytes
+            data, lengths = results[TRANSLATION_UTF8], results[TRANSLATION_LENGTHS]
+            decoded = [
+                bytes(row[:n]).decode("utf-8")
+                for row, n in zip(data.reshape(-1, data.shape[-1]), lengths.reshape(-1), strict=True)
+            ]
+            results[TRANSLATION] = np.array(decoded, dtype=object).reshape(lengths.shape)
+        return results
+
+    def too_long(self, texts: Sequence[str]) -> list[int]:
+        """Indices of the texts with more tokens than the model has positions.
+
+        Each text is checked with a search cut to its first step, so this costs about one encoder
+        pass per text.
+        """
+        cheap = {"num_beams": 1, "num_return_sequences": 1, "max_length": 3, "min_length": 0}
+        cheap = {name: value for name, value in cheap.items() if name in self._inputs}  # a baked copy fixes them
+        found = []
+        for index, text in enumerate(texts):
+            try:
+                self.run([text], **cheap)  # the source language is one token whichever it is
+            except SourceTooLongError:
+                found.append(index)
+        return found
+
+    def _too_long_error(self, indices: tuple[int, ...]) -> SourceTooLongError:
+        limit = self.max_positions
+        which = "the text" if indices == (0,) else f"text(s) {', '.join(map(str, indices))} of the batch"
+        return SourceTooLongError(
+            f"{which} {'is' if len(indices) == 1 else 'are'} longer than the model's limit of {limit} tokens; "
+            f"shorten {'it' if len(indices) == 1 else 'them'}, or pass truncate=True to cut to the limit",
+            limit,
+            indices,
+        )
+
+    def translate(
+        self,
+        texts: Sequence[str],
+        *,
+        truncate: bool | None = None,
+        source_language: str | Sequence[str] | None = None,
+        target_language: str | Sequence[str] | None = None,
+        **overrides: Any,
+    ) -> list[str] | list[list[str]]:
+        """One translation per text, or a list of ``num_return_sequences`` per text when > 1.
+
+        Languages as in :meth:`run`.
+        """
+        languages = {"source_language": source_language, "target_language": target_language}
+        result = self.run(texts, truncate=truncate, **languages, **overrides)["translation"]
+        if result.shape[1] == 1:
+            return [str(row[0]) for row in result]
+        return [[str(text) for text in row] for row in result]

@@ -1,0 +1,571 @@
+"""Beam search in standard ONNX ops: one ``Loop`` over decoding steps, all ``batch × beams`` rows at once.
+
+ORT's ``com.microsoft.BeamSearch`` op misreads every batch item but the first in its done check
+(``_search.batch_safe_search``), so with it an exact search runs one item at a time. This search
+is HF ``generate``'s own algorithm (transformers 5 ``_beam_search``, vectorised over the batch)
+written as graph ops, so a whole batch is searched at once and every returned hypothesis is
+HF's. Per item and step:
+
+* the log-probabilities of each running beam's continuations plus the beam's score, the best
+  ``2 × beams`` of them (``TopK`` over ``beams × vocab``);
+* of those, the best ``beams`` that did not end (EOS or ``max_length``) keep running, and the
+  KV caches follow them (``Gather`` over rows);
+* among those that ended, the ones ranked within the first ``beams`` compete, length-normalised,
+  with the finished hypotheses kept so far;
+* an item stops improving once no running beam's score could beat its worst finished one (HF's
+  heuristic for ``early_stopping=False``); with ``early_stopping=True`` once ``beams`` have ended.
+
+The loop ends when no item can improve, as HF's does. Greedy search is the one-beam case with
+``early_stopping=True``, which is HF's greedy rule (an item ends at its first EOS). The logits
+processors run on the model's logits in HF's order, including ``repetition_penalty`` on raw
+logits for greedy search and on log-probabilities for beam search, ``no_repeat_ngram_size``,
+and both ``renormalize_logits`` settings. The encoder and the cross-attention caches run once per
+item, before the loop; the loop body holds every decoder step, the first included (so each
+decoder weight has one reader, and ONNX Runtime prepacks it once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import GraphProto, NodeProto, TensorProto, helper
+
+from graphgen.custom_ops import fail_when
+from graphgen.custom_ops.builder import BOOL, FLOAT, FLOAT16, INT32, INT64, GraphBuilder, i64
+from graphgen.model.spec import ModelSpec
+from graphgen.model.transformer import NEG_INF, _Transformer
+from graphgen.model.weights import QuantizedWeights
+
+# HF's stand-in for "no score" (running beams 1.. at the start, empty finished slots, ended beams).
+NO_SCORE = np.float32(-1e9)
+DOUBLE = TensorProto.DOUBLE
+# int32 [1] or [batch]: each item's forced first token (HF's forced_bos_token_id, a target
+# language), -1 for none.
+FORCED_BOS_INPUT = "forced_bos_token_id"
+NO_FORCED_BOS = -1
+
+
+def processor_rows(spec: ModelSpec) -> np.ndarray:
+    """Additive ``[rows, vocab]`` masks, one per state of the length processors (0 kept, -inf banned).
+
+    Row 0: banned tokens only (``bad_words_ids``); row 1: EOS banned too (``min_length`` not
+    reached); row 2, with ``forced_eos_token_id``: everything but EOS banned (the last step).
+    """
+    base = np.zeros(spec.target_vocab_size, dtype=np.float32)
+    base[list(spec.generation.bad_token_ids)] = NEG_INF
+    too_short = base.copy()
+    too_short[spec.eos_token_id] = NEG_INF
+    rows = [base, too_short]
+    if spec.forced_eos:
+        forced = np.full_like(base, NEG_INF)
+        forced[spec.eos_token_id] = 0.0
+        rows.append(forced)
+    return np.stack(rows)
+
+
+@dataclass(frozen=True)
+class _Beams:
+    """The search state between steps (names of tensors); ``T`` is the current length."""
+
+    tokens: str  # [B*K, 1] int32: each running beam's last token, the next decoder input
+    running: str  # [B, K, T] int32
+    running_scores: str  # [B, K] float: summed log-probabilities
+    finished: str  # [B, K, T] int32, pad after the end
+    finished_scores: str  # [B, K] float: length-normalised
+    finished_flags: str  # [B, K] bool
+    improvable: str  # [B, 1] bool: HF's is_early_stop_heuristic_unsatisfied
+
+    def names(self) -> list[str]:
+        return [
+            self.tokens,
+            self.running,
+            self.running_scores,
+            self.finished,
+            self.finished_scores,
+            self.finished_flags,
+            self.improvable,
+        ]
+
+
+STATE_TYPES = [
+    (INT32, ["rows", 1]),
+    (INT32, ["batch", "beams", "length"]),
+    (FLOAT, ["batch", "beams"]),
+    (INT32, ["batch", "beams", "length"]),
+    (FLOAT, ["batch", "beams"]),
+    (BOOL, ["batch", "beams"]),
+    (BOOL, ["batch", 1]),
+]
+
+
+class _Search:
+    """Builds the search; the values every step reads are computed once in the outer graph."""
+
+    def __init__(self, spec: ModelSpec, input_ids: str) -> None:
+        self.spec = spec
+        self.outer = GraphBuilder("search")
+        b = self.outer
+        self.batch = b.op("Shape", [input_ids], start=0, end=1)  # [1]
+        # A raw session can pass anything: settings the search cannot honour stop the run by name.
+        returned = "num_return_sequences"
+        bad = b.op(
+            "Or",
+            [
+                b.op("Less", [returned, b.const(np.array([1], dtype=np.int32))]),
+                b.op("Greater", [returned, "num_beams"]),
+            ],
+        )
+        checked = fail_when(b, bad, "graphgen: num_return_sequences must be between 1 and num_beams", "num_beams")
+        too_few = b.op("Less", [checked, b.const(np.array([1], dtype=np.int32))])
+        num_beams = fail_when(b, too_few, "graphgen: num_beams must be at least 1", checked)
+        self.beams = b.op("Cast", [num_beams], to=INT64)  # [1]
+        self.candidates = b.op("Mul", [self.beams, b.const(i64(2))])
+        self.vocab = b.const(np.int64(spec.target_vocab_size), "vocab")
+        batch_range = b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [self.batch]), b.const(np.int64(1))])
+        # Row r of the expanded batch belongs to item r // K; the first row of item i is i * K.
+        grid = b.op("Concat", [self.batch, self.beams], axis=0)
+        self.repeat = b.reshape(b.op("Expand", [b.op("Unsqueeze", [batch_range, b.const(i64(1))]), grid]), [-1])
+        self.offsets = b.op("Unsqueeze", [b.op("Mul", [batch_range, b.op("Squeeze", [self.beams])]), b.const(i64(1))])
+        self.grid = grid
+        self.is_greedy = b.op("Squeeze", [b.op("Equal", [num_beams, b.const(np.array([1], dtype=np.int32))])])
+        self.early_stopping = b.op("Or", [self.is_greedy, b.const(np.bool_(spec.generation.early_stopping))])
+        self.penalised = b.op(
+            "Squeeze", [b.op("Not", [b.op("Equal", ["repetition_penalty", b.const(np.float32([1.0]))])])]
+        )
+        self.top_beams = b.op(
+            "Less",
+            [
+                b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [self.candidates]), b.const(np.int64(1))]),
+                b.op("Squeeze", [self.beams]),
+            ],
+        )
+        rows = processor_rows(spec)
+        self.rows_table = b.derived("search_processor_rows", rows)
+        # the forced EOS row replaces whole rows only without renormalisation (see log_probs)
+        forced_row_needed = spec.forced_eos and not spec.renormalize_logits
+        self.forced_row = b.const(rows[-1:], "forced_row") if forced_row_needed else ""
+        self.lp_exponent = b.op("Cast", ["length_penalty"], to=DOUBLE)
+
+    # -- the logits processors ------------------------------------------------------------------
+
+    def log_probs(self, b: GraphBuilder, logits: str, length: str, sequences: str) -> str:
+        """HF's processed log-probabilities ``[R, V]`` of the next token, given ``[R, V]`` logits.
+
+        ``length`` (int64 [1]) is the current length, decoder start included; ``sequences`` the
+        rows' tokens so far ``[R, T]`` (for the repetition penalty and the n-gram ban).
+        """
+        spec = self.spec
+        renormalise = spec.renormalize_logits
+        length32 = b.op("Cast", [length], to=INT32)
+        row = b.const(np.array([0], dtype=np.int32))
+        row = b.op("Where", [b.op("Less", [length32, "min_length"]), b.const(np.array([1], dtype=np.int32)), row])
+        forced = None
+        if spec.forced_eos:  # after min_length, as HF orders them: it wins when both apply
+            last = b.op("Sub", ["max_length", b.const(np.array([1], dtype=np.int32))])
+            forced = b.op("Equal", [length32, last])
+            row = b.op("Where", [forced, b.const(np.array([2], dtype=np.int32)), row])
+        mask = b.op("Gather", [self.rows_table, b.op("Squeeze", [row])])
+        if spec.generation.no_repeat_ngram_size:
+            mask = b.add(mask, repeated_ngram_mask(b, sequences, spec.generation.no_repeat_ngram_size, spec))
+
+        def finish(g: GraphBuilder, scores: str) -> None:
+            """Bans, then HF's closing log-softmax when it renormalises; the branch's last node."""
+            if renormalise:
+                g.op("LogSoftmax", [g.op("Add", [scores, mask])], outputs=[g.fresh("log_probs")], axis=-1)
+            else:
+                g.op("Add", [scores, mask], outputs=[g.fresh("log_probs")])
+
+        plain = GraphBuilder(b.fresh("no_penalty"))
+        finish(plain, logits if renormalise else plain.op("LogSoftmax", [logits], axis=-1))
+        penalty = GraphBuilder(b.fresh("penalty"))
+        # Greedy search penalises the logits, beam search the log-probabilities (HF's two paths).
+        base = penalty.op("Where", [self.is_greedy, logits, penalty.op("LogSoftmax", [logits], axis=-1)])
+        ids = penalty.op("Cast", [sequences], to=INT64)
+        seen = penalty.op("GatherElements", [base, ids], axis=1)
+        penalised = penalty.op(
+            "Where",
+            [
+                penalty.op("Less", [seen, penalty.const(np.float32(0.0))]),
+                penalty.mul(seen, "repetition_penalty"),
+                penalty.op("Div", [seen, "repetition_penalty"]),
+            ],
+        )
+        scattered = penalty.op("ScatterElements", [base, ids, penalised], axis=1)
+        if not renormalise:  # greedy only needs the order; a log-softmax keeps the scores comparable
+            scattered = penalty.op("Where", [self.is_greedy, penalty.op("LogSoftmax", [scattered], axis=-1), scattered])
+        finish(penalty, scattered)
+        result = b.op("If", [self.penalised], then_branch=_branch(penalty, FLOAT), else_branch=_branch(plain, FLOAT))
+        if forced is not None and not renormalise:
+            # HF's forced EOS sets EOS to exactly 0 and the rest to -inf; added to unnormalised
+            # log-probabilities the row would leave EOS at its own score instead.
+            then = GraphBuilder(b.fresh("forced"))
+            then.op("Expand", [self.forced_row, then.op("Shape", [result])], outputs=[then.fresh("log_probs")])
+            keep = GraphBuilder(b.fresh("not_forced"))
+            keep.op("Identity", [result], outputs=[keep.fresh("log_probs")])
+            result = b.op(
+                "If", [b.op("Squeeze", [forced])], then_branch=_branch(then, FLOAT), else_branch=_branch(keep, FLOAT)
+            )
+        return result
+
+    def first_tokens(self, forced_bos: str) -> str:
+        """Each row's forced first token ``[B*K, 1]`` int32 (``NO_FORCED_BOS`` for none), checked:
+        one id, or one per input row, inside the vocabulary. A forced EOS at the first step
+        (``max_length`` 2) comes after HF's ``ForcedBOSTokenLogitsProcessor`` and wins: no row is
+        forced then."""
+        b, spec = self.outer, self.spec
+        count = b.op("Shape", [forced_bos])
+        wrong_count = b.op(
+            "And",
+            [b.op("Not", [b.op("Equal", [count, b.const(i64(1))])]), b.op("Not", [b.op("Equal", [count, self.batch])])],
+        )
+        forced_bos = fail_when(
+            b, wrong_count, f"graphgen: {FORCED_BOS_INPUT} must hold one id, or one per input row", forced_bos
+        )
+        outside = b.op(
+            "Or",
+            [
+                b.op("Less", [forced_bos, b.const(np.int32(NO_FORCED_BOS))]),
+                b.op("GreaterOrEqual", [forced_bos, b.const(np.int32(spec.target_vocab_size))]),
+            ],
+        )
+        outside = b.op("Cast", [b.op("ReduceMax", [b.op("Cast", [outside], to=INT32)], keepdims=1)], to=BOOL)
+        forced_bos = fail_when(
+            b,
+            outside,
+            f"graphgen: {FORCED_BOS_INPUT} outside the vocabulary (use {NO_FORCED_BOS} for none)",
+            forced_bos,
+        )
+        per_item = b.op("Expand", [forced_bos, self.batch])
+        if spec.forced_eos:
+            eos_now = b.op("Equal", ["max_length", b.const(np.array([2], dtype=np.int32))])
+            per_item = b.op("Where", [eos_now, b.const(np.int32(NO_FORCED_BOS)), per_item])
+        return b.op("Unsqueeze", [b.op("Gather", [per_item, self.repeat]), b.const(i64(1))])
+
+    def force_first_token(self, b: GraphBuilder, log_probs: str, first_tokens: str, iteration: str) -> str:
+        """HF's ``ForcedBOSTokenLogitsProcessor`` on ``[B*K, V]`` log-probabilities at the first step
+        (``iteration`` 0): a row's forced token gets exactly 0 and every other token -inf (any
+        renormalisation leaves that row as it is). Later steps pass through (an ``If``: the
+        ``[B*K, V]`` comparison is made once, not per step)."""
+        vocabulary = self.outer.const(np.arange(self.spec.target_vocab_size, dtype=np.int32)[None, :], "vocabulary_ids")
+        force = GraphBuilder(b.fresh("forced_first"))
+        row = force.op(
+            "Where",
+            [force.op("Equal", [vocabulary, first_tokens]), force.const(np.float32(0.0)), force.const(NEG_INF)],
+        )
+        active = force.op("Not", [force.op("Equal", [first_tokens, force.const(np.int32(NO_FORCED_BOS))])])
+        force.op("Where", [active, row, log_probs], outputs=[force.fresh("log_probs")])
+        keep = GraphBuilder(b.fresh("later_step"))
+        keep.op("Identity", [log_probs], outputs=[keep.fresh("log_probs")])
+        first = b.op("Equal", [iteration, b.const(np.int64(0))])
+        return b.op("If", [first], then_branch=_branch(force, FLOAT), else_branch=_branch(keep, FLOAT))
+
+    # -- one step of HF's bookkeeping -----------------------------------------------------------
+
+    def step(self, b: GraphBuilder, log_probs: str, beams: _Beams, length: str) -> tuple[_Beams, str, str]:
+        """Choose the next tokens from ``[B*K, V]`` log-probabilities; returns the new state, the
+        rows to reorder the caches by ``[B*K]``, and whether to go on (bool scalar)."""
+        spec = self.spec
+        scores = b.op(
+            "Add",
+            [
+                # Shapes spelled out: a -1 next to a zero-sized batch cannot be inferred.
+                b.op("Reshape", [log_probs, b.op("Concat", [self.grid, b.const(i64(spec.target_vocab_size))], axis=0)]),
+                b.op("Unsqueeze", [beams.running_scores, b.const(i64(-1))]),
+            ],
+        )
+        row_width = b.op("Mul", [self.beams, b.const(i64(spec.target_vocab_size))])
+        flat = b.op("Reshape", [scores, b.op("Concat", [self.batch, row_width], axis=0)])
+        top_scores, top_index = b.op_multi("TopK", [flat, self.candidates], 2, axis=-1, largest=1, sorted=1)
+        source_beam = b.op("Div", [top_index, self.vocab])
+        token = b.op("Cast", [b.op("Mod", [top_index, self.vocab])], to=INT32)
+        candidates = b.op(
+            "Concat",
+            [
+                b.op("GatherND", [beams.running, b.op("Unsqueeze", [source_beam, b.const(i64(-1))])], batch_dims=1),
+                b.op("Unsqueeze", [token, b.const(i64(-1))]),
+            ],
+            axis=2,
+        )
+        # Stopping criteria of the candidates: EOS, or the new length reaches max_length.
+        new_length = b.op("Add", [length, b.const(i64(1))])
+        at_max = b.op("GreaterOrEqual", [new_length, b.op("Cast", ["max_length"], to=INT64)])
+        ended = b.op("Or", [b.op("Equal", [token, b.const(np.int32(spec.eos_token_id))]), at_max])
+        ended_penalty = b.mul(b.op("Cast", [ended], to=FLOAT), b.const(NO_SCORE))
+
+        # Running beams: the best K candidates that did not end.
+        running_candidates = b.add(top_scores, ended_penalty)
+        running_scores, keep = b.op_multi("TopK", [running_candidates, self.beams], 2, axis=-1, largest=1, sorted=1)
+        running = b.op("GatherND", [candidates, b.op("Unsqueeze", [keep, b.const(i64(-1))])], batch_dims=1)
+        kept_beam = b.op("GatherElements", [source_beam, keep], axis=1)
+        reorder = b.reshape(b.add(kept_beam, self.offsets), [-1])
+        tokens = b.reshape(b.op("GatherElements", [token, keep], axis=1), [-1, 1])
+
+        # Finished hypotheses: ended candidates among the top K, normalised by the generated length.
+        generated = b.op("Cast", [length], to=DOUBLE)  # tokens after the decoder start, with this one
+        divisor = b.op("Cast", [b.op("Pow", [generated, self.lp_exponent])], to=FLOAT)
+        normalised = b.op("Div", [top_scores, divisor])
+        full = b.op("And", [_all_along(b, beams.finished_flags), self.early_stopping])
+        normalised = b.add(normalised, b.mul(b.op("Cast", [full], to=FLOAT), b.const(NO_SCORE)))
+        normalised = b.add(
+            normalised, b.mul(b.op("Cast", [b.op("Not", [beams.improvable])], to=FLOAT), b.const(NO_SCORE))
+        )
+        just_finished = b.op("And", [ended, self.top_beams])
+        normalised = b.add(normalised, b.mul(b.op("Cast", [b.op("Not", [just_finished])], to=FLOAT), b.const(NO_SCORE)))
+        padded = b.op(
+            "Pad",
+            [beams.finished, b.const(i64(0, 0, 0, 0, 0, 1)), b.const(np.int32(spec.pad_token_id))],
+        )
+        merged_scores = b.op("Concat", [beams.finished_scores, normalised], axis=1)
+        finished_scores, best = b.op_multi("TopK", [merged_scores, self.beams], 2, axis=-1, largest=1, sorted=1)
+        merged = b.op("Concat", [padded, candidates], axis=1)
+        finished = b.op("GatherND", [merged, b.op("Unsqueeze", [best, b.const(i64(-1))])], batch_dims=1)
+        merged_flags = b.op("Cast", [b.op("Concat", [beams.finished_flags, just_finished], axis=1)], to=INT32)
+        finished_flags = b.op("Cast", [b.op("GatherElements", [merged_flags, best], axis=1)], to=BOOL)
+
+        # HF's early-stop heuristic, at the new length (best hypothetical length = generated tokens).
+        best_running = b.op(
+            "Div", [b.op("Slice", [running_scores, b.const(i64(0)), b.const(i64(1)), b.const(i64(1))]), divisor]
+        )
+        worst_finished = b.op(
+            "Where",
+            [
+                finished_flags,
+                b.op("ReduceMin", [finished_scores, b.const(i64(1))], keepdims=1),
+                b.const(NO_SCORE),
+            ],
+        )
+        improvable = b.op("And", [beams.improvable, _any_along(b, b.op("Greater", [best_running, worst_finished]))])
+
+        # HF's loop condition, over the whole batch: an item that cannot improve is frozen above.
+        all_full = b.op("And", [_all(b, finished_flags), self.early_stopping])
+        go_on = b.op("And", [_any(b, improvable), b.op("Not", [all_full])])
+        go_on = b.op("And", [go_on, b.op("Not", [_all(b, ended)])])
+        state = _Beams(tokens, running, running_scores, finished, finished_scores, finished_flags, improvable)
+        return state, reorder, go_on
+
+
+def repeated_ngram_mask(b: GraphBuilder, sequences: str, size: int, spec: ModelSpec) -> str:
+    """HF's ``no_repeat_ngram_size``: ``[R, V]``, -inf for each token that would repeat an n-gram of its row.
+
+    The n-grams of a row of length T start at 0 .. T - n; one whose first n - 1 tokens equal the
+    row's last n - 1 bans the token it ends with. Non-matching n-grams scatter into a spare
+    column past the vocabulary, so every scattered value is the same -inf (no reduction needed).
+    """
+    vocab = spec.target_vocab_size
+    width = b.op("Shape", [sequences], start=1, end=2)  # T
+    count = b.op("Max", [b.op("Sub", [width, b.const(i64(size - 1))]), b.const(i64(0))])  # T - n + 1, or 0
+
+    def columns(first: str, length: str) -> str:
+        return b.op("Slice", [sequences, first, b.op("Add", [first, length]), b.const(i64(1))])
+
+    matches = b.op("Equal", [columns(b.const(i64(0)), count), columns(b.const(i64(0)), count)])  # all true
+    for offset in range(size - 1):
+        window = columns(b.const(i64(offset)), count)
+        tail = columns(
+            b.op("Add", [b.op("Sub", [width, b.const(i64(size - 1))]), b.const(i64(offset))]), b.const(i64(1))
+        )
+        matches = b.op("And", [matches, b.op("Equal", [window, tail])])
+    banned = b.op(
+        "Where",
+        [matches, b.op("Cast", [columns(b.const(i64(size - 1)), count)], to=INT64), b.const(np.int64(vocab))],
+    )
+    rows = b.op("Shape", [sequences], start=0, end=1)
+    zeros = b.op(
+        "ConstantOfShape",
+        [b.op("Concat", [rows, b.const(i64(vocab + 1))], axis=0)],
+        value=helper.make_tensor("zero", FLOAT, [1], [0.0]),
+    )
+    ninf = b.op("Expand", [b.const(NEG_INF), b.op("Shape", [banned])])
+    scattered = b.op("ScatterElements", [zeros, banned, ninf], axis=1)
+    return b.op("Slice", [scattered, b.const(i64(0)), b.const(i64(vocab)), b.const(i64(1))])
+
+
+def _branch(builder: GraphBuilder, elem_type: int) -> GraphProto:
+    """An ``If`` branch whose one output is the last node's output."""
+    output = builder.nodes[-1].output[0]
+    return helper.make_graph(
+        builder.nodes,
+        builder.name,
+        [],
+        [helper.make_tensor_value_info(output, elem_type, None)],
+        initializer=builder.constants,
+    )
+
+
+def _as_int(b: GraphBuilder, flags: str) -> str:
+    return b.op("Cast", [flags], to=INT32)
+
+
+def _all_along(b: GraphBuilder, flags: str) -> str:
+    """``[B, N]`` bool → ``[B, 1]``: all true per row."""
+    return b.op("Cast", [b.op("ReduceMin", [_as_int(b, flags), b.const(i64(1))], keepdims=1)], to=BOOL)
+
+
+def _any_along(b: GraphBuilder, flags: str) -> str:
+    return b.op("Cast", [b.op("ReduceMax", [_as_int(b, flags), b.const(i64(1))], keepdims=1)], to=BOOL)
+
+
+def _any(b: GraphBuilder, flags: str) -> str:
+    """Any true in the tensor, as a bool scalar (false when empty)."""
+    count = b.op("ReduceSum", [b.op("Cast", [flags], to=INT64)], keepdims=0)
+    return b.op("Greater", [count, b.const(np.int64(0))])
+
+
+def _all(b: GraphBuilder, flags: str) -> str:
+    """All true in the tensor, as a bool scalar (true when empty)."""
+    count = b.op("ReduceSum", [b.op("Cast", [b.op("Not", [flags])], to=INT64)], keepdims=0)
+    return b.op("Equal", [count, b.const(np.int64(0))])
+
+
+def _initial_beams(search: _Search) -> _Beams:
+    """The state before the first step: every beam is the decoder start; only beam 0 counts."""
+    b, spec = search.outer, search.spec
+    start_shape = b.op("Concat", [search.grid, b.const(i64(1))], axis=0)
+    start = b.op("Expand", [b.const(np.full((1, 1, 1), spec.decoder_start_token_id, dtype=np.int32)), start_shape])
+    first_only = b.op(
+        "Where",
+        [
+            b.op(
+                "Equal",
+                [
+                    b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [search.beams]), b.const(np.int64(1))]),
+                    b.const(np.int64(0)),
+                ],
+            ),
+            b.const(np.float32(0.0)),
+            b.const(NO_SCORE),
+        ],
+    )
+    return _Beams(
+        tokens=b.reshape(start, [-1, 1]),
+        running=start,
+        running_scores=b.op("Expand", [first_only, search.grid]),
+        finished=start,
+        finished_scores=b.op("Expand", [b.const(NO_SCORE), search.grid]),
+        finished_flags=b.op("Expand", [b.const(np.bool_(False)), search.grid]),
+        improvable=b.op("Expand", [b.const(np.bool_(True)), b.op("Concat", [search.batch, b.const(i64(1))], axis=0)]),
+    )
+
+
+@dataclass
+class LoopSearch:
+    """The search's nodes and constants for the outer graph, and the builders whose weights it reads."""
+
+    nodes: list[NodeProto]
+    constants: list[TensorProto]
+    builders: list[GraphBuilder]
+
+
+def loop_search(
+    spec: ModelSpec,
+    quantized: QuantizedWeights | None,
+    input_ids: str,
+    mask: str,
+    sequences: str,
+    scores: str,
+    forced_bos: str = FORCED_BOS_INPUT,
+    *,
+    float16: bool = False,
+) -> LoopSearch:
+    """Nodes from ``input_ids``/``mask`` (int32 ``[B, S]``) to ``sequences`` ``[B, R, T]`` (as the
+    BeamSearch op returns them: decoder start first, no final EOS, pad after) and ``scores``.
+
+    Reads the graph inputs ``num_beams``, ``num_return_sequences``, ``max_length``,
+    ``min_length``, ``length_penalty`` and ``repetition_penalty``, and ``forced_bos`` (see
+    ``FORCED_BOS_INPUT``). ``float16`` builds the layers (and so the KV caches) in float16 from a
+    float16 spec (``_fp16.float16_spec``); the logits reach the search as float32, as in HF.
+    """
+    search = _Search(spec, input_ids)
+    b = search.outer
+    t = _Transformer(b, spec, quantized, float16=float16)
+    cache_type = FLOAT16 if float16 else FLOAT
+    heads = spec.decoder_heads
+
+    # The encoder and the source side of every step (cross-attention caches), once per item.
+    states = t.encoder(input_ids, mask)
+    cross = t.cross_caches(states)
+    first_tokens = search.first_tokens(forced_bos)
+    row_mask = b.op("Gather", [mask, search.repeat])
+    row_cross = [(b.op("Gather", [k, search.repeat]), b.op("Gather", [v, search.repeat])) for k, v in cross]
+    cross_bias = t.padding_bias(row_mask, heads)
+    beams = _initial_beams(search)
+    # Every decoder step, the first included, runs in the loop body: each decoder weight is read by
+    # one node, so ONNX Runtime prepacks it once (a first step outside the loop doubled the decoder's
+    # share of the session's memory). The first step starts from empty self-attention caches.
+    empty_shape = b.op("Concat", [b.op("Shape", [beams.tokens], start=0, end=1), b.const(i64(heads, 0))], axis=0)
+    empty_shape = b.op("Concat", [empty_shape, b.const(i64(spec.head_dim(heads)))], axis=0)
+    empty = b.op("ConstantOfShape", [empty_shape], value=helper.make_tensor("zero", cache_type, [1], [0]))
+    caches = [empty] * (2 * spec.decoder_layers)
+
+    # The loop: one decoder step for all rows, then the bookkeeping.
+    body = GraphBuilder("search_step")
+    u = _Transformer(body, spec, quantized, float16=float16)
+    iteration = body.input("iteration", INT64, [])
+    body.input("condition", BOOL, [])
+    state_in = [
+        f"search_step/in_{name}"
+        for name in (
+            "tokens",
+            "running",
+            "running_scores",
+            "finished",
+            "finished_scores",
+            "finished_flags",
+            "improvable",
+        )
+    ]
+    for name, (elem, shape) in zip(state_in, STATE_TYPES, strict=True):
+        body.input(name, elem, shape)
+    cache_shape = ["rows", heads, "past", spec.head_dim(heads)]
+    past = []
+    for index in range(spec.decoder_layers):
+        key = body.input(f"search_step/past_key_{index}", cache_type, cache_shape)
+        value = body.input(f"search_step/past_value_{index}", cache_type, cache_shape)
+        past.append((key, value))
+    beams_in = _Beams(*state_in)
+    length = body.op("Add", [body.op("Unsqueeze", [iteration, body.const(i64(0))]), body.const(i64(1))])
+    past_length = body.op("Shape", [past[0][0]], start=2, end=3)
+    step_logits, step_presents = u.decoder_step(
+        beams_in.tokens, past_length, past, row_cross, row_mask, cross_bias=cross_bias, processors=False
+    )
+    rows_shape = body.op("Concat", [body.const(i64(-1)), body.op("Shape", [beams_in.running], start=2, end=3)], axis=0)
+    flat_running = body.op("Reshape", [beams_in.running, rows_shape])
+    flat_logits = body.reshape(step_logits, [-1, spec.target_vocab_size])
+    step_log_probs = search.log_probs(body, flat_logits, length, flat_running)
+    step_log_probs = search.force_first_token(body, step_log_probs, first_tokens, iteration)
+    beams_out, step_reorder, step_go_on = search.step(body, step_log_probs, beams_in, length)
+    # The body's outputs are the producing nodes' own values: an Identity would copy each per step.
+    body.outputs.append(helper.make_tensor_value_info(step_go_on, BOOL, []))
+    for value, (elem, shape) in zip(beams_out.names(), STATE_TYPES, strict=True):
+        body.outputs.append(helper.make_tensor_value_info(value, elem, shape))
+    for key, value in step_presents:
+        for cache in (key, value):
+            name = b.fresh("out_cache")
+            body.op("Gather", [cache, step_reorder], outputs=[name])
+            body.outputs.append(helper.make_tensor_value_info(name, cache_type, cache_shape))
+    # At least the first step, as HF's generate (which always takes one).
+    steps = b.op(
+        "Max",
+        [b.op("Sub", [b.op("Cast", ["max_length"], to=INT64), b.const(i64(1))]), b.const(i64(1))],
+    )
+    final = [b.fresh("final") for _ in range(len(STATE_TYPES) + len(caches))]
+    b.op(
+        "Loop",
+        [b.op("Squeeze", [steps]), b.const(np.bool_(True)), *beams.names(), *caches],
+        outputs=final,
+        body=body.graph(),
+    )
+    finished, finished_scores = final[3], final[4]
+    returned = b.op("Cast", ["num_return_sequences"], to=INT64)
+    best = b.op("Slice", [finished, b.const(i64(0)), returned, b.const(i64(1))])
+    # The BeamSearch op's form: no final EOS (the start token stays, whatever its id).
+    head = b.op("Slice", [best, b.const(i64(0)), b.const(i64(1)), b.const(i64(2))])
+    tail = b.op("Slice", [best, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max)), b.const(i64(2))])
+    tail = b.op(
+        "Where",
+        [b.op("Equal", [tail, b.const(np.int32(spec.eos_token_id))]), b.const(np.int32(spec.pad_token_id)), tail],
+    )
+    b.op("Concat", [head, tail], outputs=[sequences], axis=2)
+    b.op("Slice", [finished_scores, b.const(i64(0)), returned, b.const(i64(1))], outputs=[scores])
+    return LoopSearch(nodes=b.nodes, constants=b.constants, builders=[b, body])

@@ -1,0 +1,323 @@
+"""The BeamSearch node and the outer graph's inputs, each with a default from the checkpoint.
+
+A graph input that has an initializer of the same name is optional in ONNX: a caller may pass
+only the ids and get the checkpoint's generation defaults.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import GraphProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
+
+from graphgen._errors import SOURCE_TOO_LONG_PREFIX
+from graphgen.custom_ops import fail_when
+from graphgen.custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBuilder, i64
+from graphgen.model.spec import ModelSpec
+
+# (name, dtype) of the op's scalar inputs, in the op's input order after input_ids.
+SEARCH_PARAMETERS = (
+    ("max_length", np.int32),
+    ("min_length", np.int32),
+    ("num_beams", np.int32),
+    ("num_return_sequences", np.int32),
+    ("length_penalty", np.float32),
+    ("repetition_penalty", np.float32),
+)
+
+ID_INPUTS = ("input_ids", "attention_mask")
+# Where search_node puts each of these in the BeamSearch op's input list.
+SEARCH_INPUT_POSITIONS = {
+    "input_ids": 0,
+    "max_length": 1,
+    "min_length": 2,
+    "num_beams": 3,
+    "num_return_sequences": 4,
+    "attention_mask": 9,
+}
+RAW_SEQUENCES = "search_sequences"
+OP_MAX_LENGTH = "search_max_length"
+CHECKED_INPUT_IDS = "checked_input_ids"
+
+
+def source_too_long_message(limit: int, remedy: str) -> str:
+    """The error a run stops with when a source exceeds ``limit`` tokens (the failing node's name)."""
+    return f"{SOURCE_TOO_LONG_PREFIX} {limit} tokens; {remedy}"
+
+
+def source_length_check(spec: ModelSpec, remedy: str) -> GraphBuilder:
+    """``input_ids`` → ``checked_input_ids``, stopping the run when a source has more tokens than positions.
+
+    Without it a long source fails deep in the encoder with a broadcast error that names neither
+    the cause nor the limit.
+    """
+    b = GraphBuilder("source_check")
+    width = b.op("Shape", ["input_ids"], start=1, end=2)
+    too_long = b.op("Greater", [width, b.const(i64(spec.max_positions))])
+    checked = fail_when(b, too_long, source_too_long_message(spec.max_positions, remedy), "input_ids")
+    b.op("Identity", [checked], outputs=[CHECKED_INPUT_IDS])
+    return b
+
+
+def trim_sequences(spec: ModelSpec) -> GraphBuilder:
+    """Nodes cutting the op's ``[batch, beams, max_length]`` output to the longest hypothesis.
+
+    ORT pads every hypothesis with ``pad`` up to ``max_length`` (512 for opus-mt); the length
+    kept is one past the last non-pad position of any hypothesis.
+    """
+    b = GraphBuilder("trim")
+    is_token = b.op(
+        "Cast", [b.op("Not", [b.op("Equal", [RAW_SEQUENCES, b.const(np.int32(spec.pad_token_id))])])], to=INT64
+    )
+    width = b.op("Gather", [b.op("Shape", [RAW_SEQUENCES]), b.const(i64(2))])
+    positions = b.op(
+        "Range",
+        [b.const(np.int64(1)), b.op("Add", [b.op("Squeeze", [width]), b.const(np.int64(1))]), b.const(np.int64(1))],
+    )
+    last = b.op("ReduceMax", [b.op("Mul", [is_token, positions])], keepdims=0)
+    length = b.op(
+        "Max",
+        [b.op("Unsqueeze", [last, b.const(i64(0))]), b.const(i64(1))],
+    )
+    b.op(
+        "Slice",
+        [RAW_SEQUENCES, b.const(i64(0)), length, b.const(i64(2))],
+        outputs=["sequences"],
+    )
+    return b
+
+
+def parameter_defaults(spec: ModelSpec) -> dict[str, np.ndarray]:
+    g = spec.generation
+    values = {
+        "max_length": g.max_length,
+        "min_length": g.min_length,
+        "num_beams": g.num_beams,
+        "num_return_sequences": g.num_return_sequences,
+        "length_penalty": g.length_penalty,
+        "repetition_penalty": g.repetition_penalty,
+    }
+    return {name: np.array([values[name]], dtype=dtype) for name, dtype in SEARCH_PARAMETERS}
+
+
+def search_node(
+    spec: ModelSpec, encoder: GraphProto, decoder: GraphProto, input_ids: str = "input_ids"
+) -> tuple[NodeProto, list[TensorProto]]:
+    """The BeamSearch node over ``input_ids``, plus the small constants it needs (as initializers)."""
+    extra: list[TensorProto] = []
+    # When HF renormalises, min_length and banned tokens are applied inside the subgraphs
+    # (before the softmax); ORT's own versions must then stay off.
+    min_length = "min_length"
+    vocab_mask = ""
+    if spec.renormalize_logits:
+        min_length = "search_min_length_off"
+        extra.append(numpy_helper.from_array(np.array([0], dtype=np.int32), min_length))
+    elif spec.generation.bad_token_ids:
+        vocab_mask = "search_vocab_mask"
+        mask = np.ones(spec.target_vocab_size, dtype=np.int32)
+        mask[list(spec.generation.bad_token_ids)] = 0
+        extra.append(numpy_helper.from_array(mask, vocab_mask))
+    max_length = OP_MAX_LENGTH if spec.forced_eos else "max_length"  # see op_max_length
+    inputs = [
+        input_ids,
+        max_length,
+        min_length,
+        "num_beams",
+        "num_return_sequences",
+        "length_penalty",
+        "repetition_penalty",
+        vocab_mask,
+        "",  # prefix_vocab_mask
+        "attention_mask",  # explicit: without it ORT only masks *leading* pads
+    ]
+    node = helper.make_node(
+        "BeamSearch",
+        inputs,
+        [RAW_SEQUENCES, "sequence_scores"],
+        name="beam_search",
+        domain=MS_DOMAIN,
+        eos_token_id=spec.eos_token_id,
+        pad_token_id=spec.pad_token_id,
+        decoder_start_token_id=spec.decoder_start_token_id,
+        no_repeat_ngram_size=spec.generation.no_repeat_ngram_size,
+        early_stopping=int(spec.generation.early_stopping),
+        model_type=1,
+        encoder=encoder,
+        decoder=decoder,
+    )
+    return node, extra
+
+
+def op_max_length(spec: ModelSpec) -> list[NodeProto]:
+    """The op's ``max_length``: at least 3, because ORT 1.32 fails at ``max_length`` 2.
+
+    At 2 (one new token) ORT still runs the decoder once, on an uninitialised id (measured:
+    "indices element out of data bounds"). With a forced EOS the subgraphs force that one token
+    from the caller's ``max_length`` anyway, so giving the op room for one more changes nothing.
+    """
+    if not spec.forced_eos:
+        return []
+    return [helper.make_node("Max", ["max_length", "search_min_max_length"], [OP_MAX_LENGTH])]
+
+
+def _renamed(search: NodeProto, outputs: list[str], early_stopping: int | None = None) -> NodeProto:
+    node = NodeProto()
+    node.CopyFrom(search)
+    node.output[:] = outputs
+    if early_stopping is not None:
+        for attribute in node.attribute:
+            if attribute.name == "early_stopping":
+                attribute.i = early_stopping
+    return node
+
+
+def _pick(condition: str, outputs: list[str], when_true: list[str], when_false: list[str], name: str) -> NodeProto:
+    """An If that only forwards existing values: choose one of two lists of names."""
+
+    def branch(values: list[str], label: str) -> GraphProto:
+        names = [f"{name}/{label}/{out}" for out in outputs]
+        nodes = [helper.make_node("Identity", [v], [n]) for v, n in zip(values, names, strict=True)]
+        return helper.make_graph(nodes, f"{name}_{label}", [], [ValueInfoProto(name=n) for n in names])
+
+    then_branch, else_branch = branch(when_true, "then"), branch(when_false, "else")
+    return helper.make_node("If", [condition], outputs, name=name, then_branch=then_branch, else_branch=else_branch)
+
+
+def batched_search(search: NodeProto) -> list[NodeProto]:
+    """``search`` over the whole batch in one call: exact when ``early_stopping`` is on (below)."""
+    return [_renamed(search, [RAW_SEQUENCES, "sequence_scores"])]
+
+
+# The Loop body that holds both BeamSearch nodes and, attached after assembly, every weight.
+SEARCH_CHUNKS = "search_chunks"
+
+
+def batch_safe_search(search: NodeProto) -> list[NodeProto]:
+    """Nodes running ``search`` over a whole batch, exactly as HF does, with prepacked weights.
+
+    ORT's beam scorer decides that batch item ``b`` is finished by looking at the candidate
+    scores at offset ``b * num_beams`` instead of ``b * 2 * num_beams`` (ORT 1.32,
+    ``BeamSearchScorer::Process``), so in a batch every item but the first reads its neighbours'
+    scores and is usually never marked done: the search then runs to ``max_length`` (512 steps
+    for opus-mt, measured 6.7 s instead of 0.1 s for 8 sentences). Two ways around it are exact:
+
+    * beam search one item per call (offset 0), each item keeping its padded row and mask;
+    * greedy search (``num_beams == 1``) batched with ``early_stopping=1``, which for one beam is
+      HF's greedy rule (an item is finished at its first EOS) and never reads the scores.
+
+    The two need different ``early_stopping`` attributes, hence two BeamSearch nodes. ORT prepacks
+    a weight for a subgraph's MatMul only when the weight is an initializer of the subgraph or of
+    the graph directly around the BeamSearch node, not further out (``SessionState::
+    PrepackConstantInitializedTensors``); unpacked weights made full-size search 1.6-2.2x slower.
+    So both nodes sit in one Loop body (``SEARCH_CHUNKS``) that also holds every weight, stored once
+    (``_assemble.attach_weights`` adds them to the finished model). The Loop runs
+    once over the whole batch for greedy search and once per item for beam search; in each
+    iteration the node not needed gets a one-token throwaway input (an encoder pass and at most
+    two decoder steps are the whole overhead).
+    """
+    greedy = _renamed(search, ["greedy_sequences", "greedy_scores"], early_stopping=1)
+    beams = _renamed(search, ["beam_sequences", "beam_scores"], early_stopping=0)
+    greedy.name, beams.name = "greedy_search", "beam_search"
+    eos = next(a.i for a in search.attribute if a.name == "eos_token_id")
+    # The op inputs that differ between a pass's real search and its idle one, with the idle values
+    # (a one-token source; max_length 3 because ORT fails at 2, see op_max_length).
+    idle_values = {
+        "input_ids": np.array([[eos]], dtype=np.int32),
+        "attention_mask": np.array([[1]], dtype=np.int32),
+        "max_length": np.array([3], dtype=np.int32),
+        "min_length": np.array([0], dtype=np.int32),
+        "num_beams": np.array([1], dtype=np.int32),
+        "num_return_sequences": np.array([1], dtype=np.int32),
+    }
+    real = {name: search.input[SEARCH_INPUT_POSITIONS[name]] for name in idle_values}
+    real |= {"input_ids": "chunk_input_ids", "attention_mask": "chunk_attention_mask"}
+    idle = {name: f"idle_{name}" for name in idle_values}
+    for node, role in ((greedy, "greedy"), (beams, "beam")):
+        for name in idle_values:
+            node.input[SEARCH_INPUT_POSITIONS[name]] = f"{role}_{name}"
+    body_nodes = [
+        helper.make_node("Mul", ["step", "chunk_size"], ["chunk_start"]),
+        helper.make_node("Add", ["chunk_start", "chunk_size"], ["chunk_end"]),
+        helper.make_node("Unsqueeze", ["chunk_start", "axis_0"], ["chunk_start_1d"]),
+        helper.make_node("Unsqueeze", ["chunk_end", "axis_0"], ["chunk_end_1d"]),
+        helper.make_node("Slice", [search.input[0], "chunk_start_1d", "chunk_end_1d", "axis_0"], ["chunk_input_ids"]),
+        helper.make_node(
+            "Slice", [search.input[9], "chunk_start_1d", "chunk_end_1d", "axis_0"], ["chunk_attention_mask"]
+        ),
+        _pick(
+            "search_is_greedy",
+            [f"greedy_{name}" for name in idle_values] + [f"beam_{name}" for name in idle_values],
+            [*real.values(), *idle.values()],
+            [*idle.values(), *real.values()],
+            "route",
+        ),
+        greedy,
+        beams,
+        _pick(
+            "search_is_greedy",
+            ["chunk_sequences", "chunk_scores"],
+            ["greedy_sequences", "greedy_scores"],
+            ["beam_sequences", "beam_scores"],
+            "result",
+        ),
+        helper.make_node("Identity", ["loop_condition"], ["loop_condition_out"]),
+    ]
+    body = helper.make_graph(
+        body_nodes,
+        SEARCH_CHUNKS,
+        [
+            helper.make_tensor_value_info("step", INT64, []),
+            helper.make_tensor_value_info("loop_condition", TensorProto.BOOL, []),
+        ],
+        [
+            helper.make_tensor_value_info("loop_condition_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("chunk_sequences", INT32, ["chunk", "num_return_sequences", "max_length"]),
+            helper.make_tensor_value_info("chunk_scores", FLOAT, ["chunk", "num_return_sequences"]),
+        ],
+        initializer=[
+            numpy_helper.from_array(i64(0), "axis_0"),
+            *(numpy_helper.from_array(value, idle[name]) for name, value in idle_values.items()),
+        ],
+    )
+    return [
+        helper.make_node("Equal", ["num_beams", "search_one_beam"], ["search_is_greedy_1d"]),
+        helper.make_node("Squeeze", ["search_is_greedy_1d"], ["search_is_greedy"]),
+        helper.make_node("Shape", [search.input[0]], ["search_batch_1d"], start=0, end=1),
+        helper.make_node("Squeeze", ["search_batch_1d"], ["search_batch"]),
+        helper.make_node("Min", ["search_batch", "search_one"], ["search_one_or_none"]),
+        helper.make_node("Where", ["search_is_greedy", "search_one_or_none", "search_batch"], ["search_steps"]),
+        helper.make_node("Where", ["search_is_greedy", "search_batch", "search_one"], ["chunk_size"]),
+        helper.make_node("Loop", ["search_steps", ""], ["search_chunks", "search_chunk_scores"], body=body),
+        # Chunks are [returned, max_length] per item (ORT pads to max_length). Spelling the shape
+        # out, rather than reading it off the Loop output, also covers an empty batch (no chunk).
+        helper.make_node("Cast", ["num_return_sequences"], ["search_returned"], to=INT64),
+        helper.make_node("Cast", [search.input[1]], ["search_width"], to=INT64),
+        helper.make_node(
+            "Concat", ["search_minus_one", "search_returned", "search_width"], ["search_flat_shape"], axis=0
+        ),
+        helper.make_node("Reshape", ["search_chunks", "search_flat_shape"], [RAW_SEQUENCES]),
+        helper.make_node("Concat", ["search_minus_one", "search_returned"], ["search_flat_score_shape"], axis=0),
+        helper.make_node("Reshape", ["search_chunk_scores", "search_flat_score_shape"], ["sequence_scores"]),
+    ]
+
+
+SEARCH_CONSTANTS = [
+    numpy_helper.from_array(np.int64(1), "search_one"),
+    numpy_helper.from_array(np.array([3], dtype=np.int32), "search_min_max_length"),
+    numpy_helper.from_array(i64(-1), "search_minus_one"),
+    numpy_helper.from_array(np.array([1], dtype=np.int32), "search_one_beam"),
+]
+
+
+def id_level_io(spec: ModelSpec) -> tuple[list[ValueInfoProto], list[TensorProto], list[ValueInfoProto]]:
+    """Graph inputs (ids + optional search parameters), their default initializers, graph outputs."""
+    inputs = [helper.make_tensor_value_info(name, INT32, ["batch", "source"]) for name in ID_INPUTS]
+    defaults = []
+    for name, value in parameter_defaults(spec).items():
+        elem = INT32 if value.dtype == np.int32 else FLOAT
+        inputs.append(helper.make_tensor_value_info(name, elem, [1]))
+        defaults.append(numpy_helper.from_array(value, name))
+    outputs = [
+        helper.make_tensor_value_info("sequences", INT32, ["batch", "num_return_sequences", "length"]),
+        helper.make_tensor_value_info("sequence_scores", FLOAT, ["batch", "num_return_sequences"]),
+    ]
+    return inputs, defaults, outputs

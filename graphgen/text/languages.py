@@ -1,0 +1,394 @@
+"""Tokenizer graphs for the SentencePiece tokenizers that mark languages with tokens: NLLB-200,
+mBART-50 and M2M100; and T5's, which marks none (its task is a text prefix).
+
+All three encode a source as ``[source language] + pieces + [</s>]`` and translate into the
+language whose token is forced as the first generated token (``_loop_search.FORCED_BOS_INPUT``);
+the graph takes both languages as string inputs, spelled as the HF tokenizer spells them
+(``eng_Latn``, ``en_XX``, ``en``). What differs between the tokenizers is a :class:`TokenizerRule`:
+where the HF tokenizer keeps its language codes, and whose whitespace rules apply. HF builds the
+NLLB and mBART-50 tokenizers with the ``tokenizers`` library from the SentencePiece model
+(a ``Metaspace`` pipeline); M2M100's runs SentencePiece itself, as Marian's does.
+
+Encoding: the special tokens typed in the text (``<s>``, ``</s>``, ``<unk>``, ``<pad>``) are
+split off and each remaining chunk is tokenised on its own by the checkpoint's SentencePiece
+model (its normaliser included); pieces map to model ids through the HF vocabulary. Where
+SentencePiece drops trailing whitespace, the Metaspace pipeline keeps one ``▁`` for it: a second
+copy of the SentencePiece model, with whitespace removal off, tells which chunks end in
+whitespace. Decoding joins each id's text, ``▁`` as a space, special tokens skipped; the
+Metaspace decoder drops the ``▁`` of the first token, M2M100's strips the result (as Marian's).
+
+Not reproduced: HF also splits language codes and ``<mask>`` out of the text when a user types
+them inside it (``"say eng_Latn"``); the graph tokenises them as text (one literal split per
+code would cost some 25 nodes each, for 200 codes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphgen._errors import CheckpointError, UnsupportedModelError
+from graphgen.custom_ops import (
+    GraphBuilder,
+    append_where,
+    drop_marked,
+    fail_when,
+    follows_marked,
+    join_strings,
+    lookup_tokens,
+    merge_rows,
+    metaspace_index,
+    metaspace_tables,
+    padded_to_ragged,
+    ragged_to_padded,
+    remap,
+    split_on_literals,
+    split_whole_tokens,
+    strip_index,
+    strip_tables,
+)
+from graphgen.custom_ops.builder import BOOL, INT32, INT64, i64
+from graphgen.custom_ops.flat import counts
+from graphgen.custom_ops.trie import CodepointTrie, lookup
+from graphgen.custom_ops.utf8 import decode_utf8
+from graphgen.text.marian import check_spm, sentencepiece_op
+from graphgen.text.portable import PipelineSteps, PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
+
+NO_LANGUAGE = ""  # a target_language that forces nothing (HF generate without forced_bos_token_id)
+METASPACE = "\u2581"
+
+
+def _nllb_languages(tokenizer: Any) -> dict[str, int]:
+    """NLLB's codes are its extra special tokens (``eng_Latn``, ...), the named special tokens aside."""
+    named = {str(token) for token in tokenizer.special_tokens_map.values() if isinstance(token, str)}
+    return {code: tokenizer.convert_tokens_to_ids(code) for code in tokenizer.extra_special_tokens if code not in named}
+
+
+def _coded_languages(tokenizer: Any) -> dict[str, int]:
+    """mBART-50 (``en_XX`` → ``en_XX``) and M2M100 (``en`` → ``__en__``) list theirs in ``lang_code_to_id``."""
+    return {str(code): int(index) for code, index in tokenizer.lang_code_to_id.items()}
+
+
+def _no_languages(tokenizer: Any) -> dict[str, int]:
+    """T5 marks no language with a token: the task is a text prefix ("translate English to German: ")."""
+    return {}
+
+
+@dataclass(frozen=True)
+class TokenizerRule:
+    """What one HF tokenizer class does its own way."""
+
+    languages: Callable[[Any], dict[str, int]]
+    metaspace: bool  # HF's tokenizers Metaspace pipeline, else SentencePiece's own whitespace rules
+    spm_file: str  # the attribute of the HF tokenizer naming its SentencePiece model's file
+    # Whether an id the vocabulary lacks decodes to the unknown token's text, kept verbatim (the
+    # Python tokenizers that decode runs of pieces with SentencePiece), rather than to nothing.
+    unknown_verbatim: bool = False
+
+
+RULES = {
+    "NllbTokenizer": TokenizerRule(_nllb_languages, metaspace=True, spm_file="vocab_file"),
+    "MBart50Tokenizer": TokenizerRule(_coded_languages, metaspace=True, spm_file="vocab_file"),
+    "M2M100Tokenizer": TokenizerRule(_coded_languages, metaspace=False, spm_file="spm_file", unknown_verbatim=True),
+    "T5Tokenizer": TokenizerRule(_no_languages, metaspace=True, spm_file="vocab_file"),
+}
+SPLIT_TOKENS = ("<s>", "</s>", "<unk>", "<pad>")
+
+
+@dataclass(frozen=True)
+class LanguageVocabulary:
+    """What the graphs need from a language-coded tokenizer's files."""
+
+    tokenizer_class: str
+    spm: bytes
+    piece_ids: dict[str, int]  # every piece and token → model id
+    languages: dict[str, int]  # code as HF spells it → its token's id; empty: no language inputs (T5)
+    default_source: str
+    unk_id: int
+    eos_id: int
+    pad_id: int
+    special_ids: frozenset[int]  # skipped when decoding
+    metaspace: bool
+    trailing_space: bool  # whether a chunk's trailing whitespace becomes a "▁" (Metaspace without a right Strip)
+    unknown_text: str  # what an id outside ``piece_ids`` decodes to
+    max_length: int
+    pipeline: str | None = None  # the tokenizers pipeline (JSON) HF runs; None: SentencePiece itself (M2M100)
+
+    def portable_spec(self) -> PortableSpec:
+        """What the portable tokenizer graph needs to reproduce this tokenizer."""
+        name = f"the {self.tokenizer_class}"
+        if self.pipeline is None:
+            return spec_for_sentencepiece(
+                self.spm,
+                self.piece_ids,
+                self.unk_id,
+                self.eos_id,
+                self.pad_id,
+                self.split_tokens,
+                marian=False,
+                name=name,
+            )
+        return spec_for_tokenizers(json.loads(self.pipeline), self.split_tokens, self.eos_id, self.pad_id, name)
+
+    @property
+    def split_tokens(self) -> dict[str, int]:
+        return {token: self.piece_ids[token] for token in SPLIT_TOKENS if token in self.piece_ids}
+
+
+def language_codes(tokenizer: Any) -> dict[str, int] | None:
+    """A loaded HF tokenizer's language codes → token ids; ``None`` for tokenizers outside ``RULES``
+    (and ``{}`` for T5's, which has none)."""
+    rule = RULES.get(type(tokenizer).__name__.removesuffix("Fast"))
+    return None if rule is None else rule.languages(tokenizer)
+
+
+def is_language_tokenizer(directory: Path) -> bool:
+    """Whether the checkpoint's tokenizer is one of ``RULES`` (by its ``tokenizer_config.json``)."""
+    config = directory / "tokenizer_config.json"
+    if not config.is_file():
+        return False
+    try:
+        name = json.loads(config.read_text(encoding="utf-8")).get("tokenizer_class", "")
+    except (OSError, ValueError):
+        return False
+    return str(name).removesuffix("Fast") in RULES
+
+
+def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
+    """Read the ``tokenizers`` pipeline the tokenizer really runs (``tokenizer.json``, or what
+    transformers converted from the SentencePiece model). The graph builds the shapes HF's converters
+    write: SentencePiece's normaliser, then runs of spaces collapsed, with or without a right strip
+    (the unigram converter strips: mBART-50 drops trailing whitespace, NLLB keeps a ``▁``), then
+    Metaspace; or T5's: the normaliser, then words split at whitespace (which drops it all) and
+    Metaspace. Whether a chunk's trailing whitespace becomes a ``▁`` is what differs for the graph."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise UnsupportedModelError(f"the tokenizer of {directory} loads without its tokenizers pipeline")
+    parts = PipelineSteps.of(json.loads(backend.to_str()))
+    steps, kinds, pre_steps, pre_kinds = parts.steps, parts.kinds, parts.pre_steps, parts.pre_kinds
+    metaspace = pre_steps[-1] if pre_steps else {}
+    metaspace_ok = metaspace.get("prepend_scheme") == "always" and metaspace.get("split", True)
+    replace_ok = all(
+        step.get("pattern", {}).get("Regex") == " {2,}" and step.get("content") == " "
+        for step in steps
+        if step.get("type") == "Replace"
+    )
+    strip_ok = all(
+        step.get("strip_right") and not step.get("strip_left") for step in steps if step.get("type") == "Strip"
+    )
+    collapsing = kinds in (["Precompiled", "Replace"], ["Precompiled", "Strip", "Replace"]) and pre_kinds == [
+        "Metaspace"
+    ]
+    word_split = kinds == ["Precompiled"] and pre_kinds == ["WhitespaceSplit", "Metaspace"]
+    if not ((collapsing or word_split) and metaspace_ok and replace_ok and strip_ok):
+        raise UnsupportedModelError(
+            f"the tokenizer of {directory} runs the pipeline normalizer={kinds}, pre_tokenizer={pre_kinds}; "
+            "graphgen's tokenizer graph reproduces Precompiled + [Strip(right)] + Replace(' {2,}') with "
+            "Metaspace, and Precompiled with WhitespaceSplit + Metaspace"
+        )
+    return collapsing and "Strip" not in kinds
+
+
+def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+    except (OSError, ValueError, TypeError) as error:
+        raise CheckpointError(f"cannot load the tokenizer of {directory}: {error}") from error
+    name = type(tokenizer).__name__.removesuffix("Fast")
+    rule = RULES.get(name)
+    if rule is None:
+        raise UnsupportedModelError(f"{directory} has a {name}; graphgen's text graphs support {', '.join(RULES)}")
+    spm_path = Path(getattr(tokenizer, rule.spm_file, "") or directory / "sentencepiece.bpe.model")
+    if not spm_path.is_file():
+        raise CheckpointError(f"{directory} lacks the SentencePiece model {spm_path.name}")
+    spm = spm_path.read_bytes()
+    check_spm(spm, spm_path.name)
+    languages = rule.languages(tokenizer)
+    if rule.languages is not _no_languages and not languages:
+        raise CheckpointError(f"the {name} of {directory} lists no language codes")
+    source = ""
+    if languages:
+        source = str(tokenizer.src_lang or next(iter(languages)))
+        tokenizer.src_lang = source
+    probe = "a b"
+    layout = tokenizer(probe).input_ids
+    expected = [*([languages[source]] if languages else []), *tokenizer(probe, add_special_tokens=False).input_ids]
+    if layout != [*expected, tokenizer.eos_token_id]:
+        wanted = "[source language] + text + [</s>]" if languages else "text + [</s>]"
+        raise UnsupportedModelError(
+            f"the {name} of {directory} lays {probe!r} out as {layout}; graphgen builds {wanted} "
+            "(NLLB's legacy_behaviour=True is not supported)"
+        )
+    return LanguageVocabulary(
+        tokenizer_class=name,
+        spm=spm,
+        piece_ids=dict(tokenizer.get_vocab()),
+        languages=languages,
+        default_source=source,
+        unk_id=int(tokenizer.unk_token_id),
+        eos_id=int(tokenizer.eos_token_id),
+        pad_id=int(tokenizer.pad_token_id),
+        special_ids=frozenset(int(i) for i in tokenizer.all_special_ids),
+        metaspace=rule.metaspace,
+        trailing_space=rule.metaspace and _keeps_trailing_space(tokenizer, directory),
+        unknown_text=str(tokenizer.unk_token) if rule.unknown_verbatim else "",
+        max_length=int(min(tokenizer.model_max_length, 1 << 30)),
+        pipeline=tokenizer.backend_tokenizer.to_str() if rule.metaspace else None,
+    )
+
+
+def _keeping_whitespace(model: bytes) -> bytes:
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    proto.normalizer_spec.remove_extra_whitespaces = False
+    return proto.SerializeToString()
+
+
+def _ends_in_whitespace(b: GraphBuilder, chunks: str, vocabulary: LanguageVocabulary) -> str:
+    """bool ``[C]``: whether each chunk, normalised, ends in whitespace (its last piece is all ``▁``
+    when SentencePiece keeps whitespace)."""
+    import sentencepiece
+
+    model = _keeping_whitespace(vocabulary.spm)
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+    blank = np.array(
+        [bool(p) and not p.strip(METASPACE) for p in map(processor.id_to_piece, range(processor.get_piece_size()))]
+        + [False]
+    )
+    ids, splits = sentencepiece_op(b, chunks, model)
+    starts = b.op("Slice", [splits, b.const(i64(0)), b.const(i64(-1))])
+    ends = b.op("Slice", [splits, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max))])
+    # one spare id (never blank) so that an empty chunk, or an empty batch, has something to gather
+    padded = b.op("Concat", [b.op("Cast", [ids], to=INT64), b.const(i64(len(blank) - 1))], axis=0)
+    spare = b.op("Sub", [b.op("Shape", [padded]), b.const(i64(1))])
+    last = b.op("Where", [b.op("Greater", [ends, starts]), b.op("Sub", [ends, b.const(i64(1))]), spare])
+    return b.op("Gather", [b.derived("spm_blank_pieces", blank), b.op("Gather", [padded, last])])
+
+
+def language_ids(
+    b: GraphBuilder, codes: str, vocabulary: LanguageVocabulary, input_name: str, rows: str, utf8: bool = False
+) -> str:
+    """Codes ``[1]`` or ``[rows]`` → int32 token ids ``[rows]``; an unknown code stops the run. The
+    codes are strings, or with ``utf8`` zero-padded UTF-8 rows (uint8 ``[1 or rows, bytes]``), looked
+    up in a trie of the codes (a file without string tensors)."""
+    table = dict(vocabulary.languages)
+    if input_name == "target_language":
+        table[NO_LANGUAGE] = -1
+    if utf8:
+        points, segments = decode_utf8(b, codes)
+        trie = CodepointTrie.build(([ord(c) for c in code], index) for code, index in table.items() if code)
+        begin = b.op("Slice", [segments.splits, b.const(i64(0)), b.const(i64(-1))])
+        length = counts(b, segments)
+        found = lookup(b, trie, points, begin, length, f"{input_name}_codes")
+        empty = b.op("Equal", [length, b.const(np.int64(0))])
+        found = b.op("Where", [b.op("Less", [found, b.const(np.int64(0))]), b.const(np.int64(-2)), found])
+        found = b.op("Where", [empty, b.const(np.int64(table.get(NO_LANGUAGE, -2))), found])
+    else:
+        found = lookup_tokens(b, codes, table, -2)
+    unknown = b.op("Cast", [b.op("Equal", [found, b.const(np.int64(-2))])], to=INT32)
+    unknown = b.op("Cast", [b.op("ReduceMax", [unknown], keepdims=1)], to=BOOL)
+    message = f"graphgen: unknown {input_name} (the file's metadata graphgen.languages lists the codes)"
+    ids = fail_when(b, unknown, message, b.op("Cast", [found], to=INT32))
+    count = b.op("Shape", [ids])
+    wrong = b.op(
+        "And",
+        [b.op("Not", [b.op("Equal", [count, b.const(i64(1))])]), b.op("Not", [b.op("Equal", [count, rows])])],
+    )
+    ids = fail_when(b, wrong, f"graphgen: give one {input_name}, or one per text", ids)
+    return b.op("Expand", [ids, rows])
+
+
+def add_language_tokenizer(
+    b: GraphBuilder, text: str, source_language: str | None, vocabulary: LanguageVocabulary, max_length: int | str
+) -> tuple[str, str]:
+    """Append the encoding nodes; returns int32 ``input_ids`` and ``attention_mask`` value names.
+    ``source_language`` names the string input of source codes; ``None`` when the tokenizer has none."""
+    import sentencepiece
+
+    split = vocabulary.split_tokens
+    chunks, chunk_rows = split_on_literals(b, text, tuple(split))
+    token, rest, is_token = split_whole_tokens(b, chunks, tuple(split))
+    token_id = lookup_tokens(b, token, split, vocabulary.unk_id)
+    spm_ids, splits = sentencepiece_op(b, rest, vocabulary.spm)
+    processor = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.spm)
+    table = np.array(
+        [
+            vocabulary.piece_ids.get(processor.id_to_piece(i), vocabulary.unk_id)
+            for i in range(processor.get_piece_size())
+        ],
+        dtype=np.int32,
+    )
+    model_ids = remap(b, spm_ids, table, "spm_to_model_ids")
+    pad = vocabulary.pad_id
+    chunk_ids, chunk_mask = ragged_to_padded(b, model_ids, splits, pad_id=pad, prefix=token_id, has_prefix=is_token)
+    if vocabulary.trailing_space:
+        trailing = b.op("And", [_ends_in_whitespace(b, rest, vocabulary), b.op("Not", [is_token])])
+        space = vocabulary.piece_ids.get(METASPACE, vocabulary.unk_id)
+        chunk_ids, chunk_mask = append_where(b, chunk_ids, chunk_mask, trailing, space)
+    tokens, token_splits = padded_to_ragged(b, chunk_ids, chunk_mask)
+    rows = b.op("Shape", [text])
+    source = has_source = None
+    if source_language is not None:
+        source = b.op("Cast", [language_ids(b, source_language, vocabulary, "source_language", rows)], to=INT64)
+        has_source = b.op("Expand", [b.const(np.bool_(True)), rows])
+    return ragged_to_padded(
+        b,
+        tokens,
+        merge_rows(b, token_splits, chunk_rows),
+        prefix=source,
+        has_prefix=has_source,
+        suffix_id=vocabulary.eos_id,
+        pad_id=pad,
+        max_length=max_length,
+    )
+
+
+def add_language_detokenizer(b: GraphBuilder, sequences: str, vocabulary: LanguageVocabulary, size: int) -> str:
+    """Append the decoding nodes: int32 ``[batch, beams, length]`` ids below ``size`` → string
+    ``[batch, beams]``, as HF's ``batch_decode(skip_special_tokens=True)``."""
+    index, texts = language_detokenizer_index(b, sequences, vocabulary, size)
+    return join_strings(b, index, texts, "id_to_text")
+
+
+def language_detokenizer_index(
+    b: GraphBuilder, sequences: str, vocabulary: LanguageVocabulary, size: int
+) -> tuple[str, np.ndarray]:
+    """The decoding as indices into a text table: (int64 ``[batch, beams, length']`` indices, the
+    table) — joined, the texts of a row are HF's ``batch_decode``.
+
+    M2M100's tokenizer decodes each run of pieces with SentencePiece and puts a special token's text
+    between runs as is; the only such token that survives skipping is the unknown token that an id
+    outside the vocabulary (M2M100's "made-up words") turns into. SentencePiece drops the leading
+    space of a run's pieces until one decodes to something, so the pieces after such a token lose
+    one; the whole is stripped.
+    """
+    count = max(size, max(vocabulary.piece_ids.values()) + 1)
+    pieces = [vocabulary.unknown_text] * count
+    for piece, index in vocabulary.piece_ids.items():
+        pieces[index] = piece
+    skipped = set(vocabulary.special_ids)
+    known = set(vocabulary.piece_ids.values())
+    if vocabulary.metaspace:  # tokenizers drops the ids it lacks before its decoder sees the first token
+        skipped |= set(range(count)) - known
+        tables = metaspace_tables(pieces, skipped)
+        return metaspace_index(b, sequences, tables, "id_to_text"), tables[0]
+    texts = ["" if i in skipped else p.replace(METASPACE, " ") for i, p in enumerate(pieces)] + [""]
+    after_verbatim = [text[1:] if text.startswith(" ") else text for text in texts]
+    filler = count  # "" in both halves
+    kept = drop_marked(b, sequences, np.array([i in skipped for i in range(count)] + [True]), filler, "id_skipped")
+    verbatim = np.array([i not in known and i not in skipped for i in range(count)] + [False])
+    # SentencePiece keeps dropping one leading space while a run's pieces decode to nothing ("▁")
+    silent = np.array([not text for text in after_verbatim[:count]] + [True]) & ~verbatim
+    follows = b.op("Cast", [follows_marked(b, kept, verbatim, silent, "id_verbatim")], to=INT64)
+    ids = b.op("Add", [kept, b.op("Mul", [follows, b.const(np.int64(count + 1))])])
+    tables = strip_tables(texts + after_verbatim)
+    return strip_index(b, ids, tables, "id_to_text"), tables

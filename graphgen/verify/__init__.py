@@ -1,0 +1,1 @@
+"""Checking a file against HF `generate` (`graphgen verify`): token-level comparison and its report."""
