@@ -25,14 +25,19 @@ from graphgen.checkpoint.safetensors import release_pages
 from graphgen.contract import (
     ATTENTION_MASK,
     EXTENSIONS,
+    FORCED_BOS_TOKEN_ID,
+    ID_INPUTS,
+    ID_LEVEL,
     INPUT_IDS,
     PORTABLE,
+    SEQUENCE_SCORES,
     SEQUENCES,
     SOURCE_LANGUAGE,
     SOURCE_LANGUAGE_UTF8,
     TARGET_LANGUAGE,
     TARGET_LANGUAGE_UTF8,
     TEXT,
+    TEXT_LEVEL,
     TEXT_UTF8,
     TOKENIZERS,
     TRANSLATION,
@@ -62,21 +67,22 @@ from graphgen.model.transformer import build_decoder_graph, build_encoder_graph
 from graphgen.model.weights import quantized_weights
 from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
 from graphgen.passes.fp16 import float16_spec
-from graphgen.search.loop import FORCED_BOS_INPUT, NO_FORCED_BOS, loop_search
-from graphgen.search.op import (
+from graphgen.search.io import (
     CHECKED_INPUT_IDS,
-    ID_INPUTS,
     RAW_SEQUENCES,
+    id_level_io,
+    parameter_defaults,
+    source_length_check,
+    trim_sequences,
+)
+from graphgen.search.loop import NO_FORCED_BOS, loop_search
+from graphgen.search.op import (
     SEARCH_CHUNKS,
     SEARCH_CONSTANTS,
     batch_safe_search,
     batched_search,
-    id_level_io,
     op_max_length,
-    parameter_defaults,
     search_node,
-    source_length_check,
-    trim_sequences,
 )
 from graphgen.text.languages import (
     LanguageVocabulary,
@@ -202,17 +208,17 @@ def metadata(
         "bad_token_ids": list(spec.generation.bad_token_ids),
     }
     return {
-        "graphgen.version": __version__,
-        "graphgen.source": spec.source,
-        "graphgen.architecture": spec.architecture,
-        "graphgen.interface": interface,
-        "graphgen.search": search,
-        "graphgen.precision": quantization or ("float16" if float16 else "float32"),
-        "graphgen.generation_defaults": json.dumps(defaults, sort_keys=True),
-        "graphgen.custom_op_domains": json.dumps([MS_DOMAIN]),
-        "graphgen.max_positions": str(spec.max_positions),
-        "graphgen.min_onnxruntime": MIN_ONNXRUNTIME,
-        "graphgen.special_ids": json.dumps(
+        Key.VERSION: __version__,
+        Key.SOURCE: spec.source,
+        Key.ARCHITECTURE: spec.architecture,
+        Key.INTERFACE: interface,
+        Key.SEARCH: search,
+        Key.PRECISION: quantization or ("float16" if float16 else "float32"),
+        Key.GENERATION_DEFAULTS: json.dumps(defaults, sort_keys=True),
+        Key.CUSTOM_OP_DOMAINS: json.dumps([MS_DOMAIN]),
+        Key.MAX_POSITIONS: str(spec.max_positions),
+        Key.MIN_ONNXRUNTIME: MIN_ONNXRUNTIME,
+        Key.SPECIAL_IDS: json.dumps(
             {"pad": spec.pad_token_id, "eos": spec.eos_token_id, "decoder_start": spec.decoder_start_token_id}
         ),
     }
@@ -220,7 +226,7 @@ def metadata(
 
 def set_precision(model: ModelProto, precision: str) -> None:
     for prop in model.metadata_props:
-        if prop.key == "graphgen.precision":
+        if prop.key == Key.PRECISION:
             prop.value = precision
 
 
@@ -251,12 +257,12 @@ def _loop_search_core(spec: ModelSpec, quantization: str, too_long_remedy: str, 
     weights = quantized_weights(spec, quantization)
     layers = float16_spec(spec) if float16 else spec
     search = loop_search(
-        layers, weights, CHECKED_INPUT_IDS, "attention_mask", RAW_SEQUENCES, "sequence_scores", float16=float16
+        layers, weights, CHECKED_INPUT_IDS, ATTENTION_MASK, RAW_SEQUENCES, SEQUENCE_SCORES, float16=float16
     )
     tensors = [Weight(n, a) for n, a in sorted(_weight_values(layers, search.builders).items())]
     inputs, defaults, outputs = id_level_io(spec)
-    inputs.append(helper.make_tensor_value_info(FORCED_BOS_INPUT, INT32, ["forced_bos_rows"]))
-    defaults.append(numpy_helper.from_array(forced_bos_default(spec), FORCED_BOS_INPUT))
+    inputs.append(helper.make_tensor_value_info(FORCED_BOS_TOKEN_ID, INT32, ["forced_bos_rows"]))
+    defaults.append(numpy_helper.from_array(forced_bos_default(spec), FORCED_BOS_TOKEN_ID))
     check = source_length_check(spec, too_long_remedy)
     trim = trim_sequences(spec)
     return _SearchCore(
@@ -331,7 +337,7 @@ def build_id_model(
     quantization = _quantization(int8, int4)
     core = _search_core(spec, quantization, "pass at most that many ids per row", search, float16)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs)
-    model = make_model(graph, metadata(spec, "ids", quantization, search, float16))
+    model = make_model(graph, metadata(spec, ID_LEVEL, quantization, search, float16))
     add_initializers(model.graph, core.initializers, streamed)
     attach_weights(model, core.subgraph_weights, streamed)
     apply_compatibility_passes(model)
@@ -443,7 +449,7 @@ def _text_ends(
     inputs, defaults = [text_input], []
     if coded is not None:
         target = language_ids(pre, languages[1], coded, TARGET_LANGUAGE, rows, utf8=not strings)
-        pre.op("Identity", [target], outputs=[FORCED_BOS_INPUT])
+        pre.op("Identity", [target], outputs=[FORCED_BOS_TOKEN_ID])
         for name, default in zip(languages, _language_defaults(spec, coded), strict=True):
             info, tensor = _language_input(name, default, utf8=not strings)
             inputs.append(info)
@@ -493,8 +499,8 @@ def build_text_model(
     ends = _text_ends(spec, vocabulary, coded, tokenizer, strings)
     # The forced first token is an id-level input; text graphs choose it by target_language, or keep
     # the checkpoint's default as a constant.
-    search_inputs = [i for i in core.inputs[len(ID_INPUTS) :] if i.name != FORCED_BOS_INPUT]
-    initializers = [t for t in core.initializers if not (coded is not None and t.name == FORCED_BOS_INPUT)]
+    search_inputs = [i for i in core.inputs[len(ID_INPUTS) :] if i.name != FORCED_BOS_TOKEN_ID]
+    initializers = [t for t in core.initializers if not (coded is not None and t.name == FORCED_BOS_TOKEN_ID)]
     inputs = [
         *ends.inputs[:1],
         *search_inputs,
@@ -514,7 +520,7 @@ def build_text_model(
         *post.constants,
         *tables,
     ]
-    props = metadata(spec, "text", quantization, search, float16)
+    props = metadata(spec, TEXT_LEVEL, quantization, search, float16)
     props[Key.TOKENIZER] = tokenizer
     if not strings:
         props[Key.STRINGS] = "none"

@@ -16,7 +16,7 @@ from pathlib import Path
 from graphgen._assemble import build_id_model, build_text_model, set_precision
 from graphgen._errors import GraphgenError
 from graphgen.checkpoint.load import check_tokenizer_files, load_checkpoint
-from graphgen.contract import PORTABLE, TOKENIZERS
+from graphgen.contract import ID_LEVEL, PORTABLE, TEXT_LEVEL, TOKENIZERS
 from graphgen.deploy.mobile import ORT_PLATFORMS, write_ort
 from graphgen.deploy.save import check_output_path, past_protobuf_limit, save_model, streamed_weights
 from graphgen.passes.fp16 import Float16Error, to_float16
@@ -157,4 +157,4 @@ def export(
         files += write_ort(path, ort)
     seconds = time.perf_counter() - started
     report(f"wrote {', '.join(str(f) for f in files)} in {seconds:.1f}s")
-    return ExportResult(files=files, seconds=seconds, interface="ids" if vocabulary is None else "text")
+    return ExportResult(files=files, seconds=seconds, interface=ID_LEVEL if vocabulary is None else TEXT_LEVEL)

@@ -9,10 +9,13 @@ host can decide, before loading, whether it needs the onnxruntime-extensions lib
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from io import BufferedReader, BytesIO
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 # Inputs of a text-level file.
 TEXT = "text"  # string [batch]: the extensions-based tokenizer's input
@@ -26,16 +29,118 @@ TARGET_LANGUAGE_UTF8 = "target_language_utf8"
 # Inputs of an id-level file (and of the search inside every file).
 INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
-INT_PARAMETERS = ("max_length", "min_length", "num_beams", "num_return_sequences")
-FLOAT_PARAMETERS = ("length_penalty", "repetition_penalty")
-LANGUAGE_PARAMETERS = (SOURCE_LANGUAGE, TARGET_LANGUAGE)
-LANGUAGE_UTF8_INPUTS = {SOURCE_LANGUAGE: SOURCE_LANGUAGE_UTF8, TARGET_LANGUAGE: TARGET_LANGUAGE_UTF8}
+ID_INPUTS = (INPUT_IDS, ATTENTION_MASK)
+FORCED_BOS_TOKEN_ID = "forced_bos_token_id"  # id-level loop files: the forced first token, -1 for none
+# Generation parameters: optional inputs of every file (see GENERATION_PARAMETERS).
+MAX_LENGTH = "max_length"
+MIN_LENGTH = "min_length"
+NUM_BEAMS = "num_beams"
+NUM_RETURN_SEQUENCES = "num_return_sequences"
+LENGTH_PENALTY = "length_penalty"
+REPETITION_PENALTY = "repetition_penalty"
 # Outputs.
 TRANSLATION = "translation"  # string [batch, num_return_sequences]
 TRANSLATION_UTF8 = "translation_utf8"  # uint8 [batch, num_return_sequences, bytes], zero-padded
 TRANSLATION_LENGTHS = "translation_lengths"  # int64 [batch, num_return_sequences]: bytes of each
 SEQUENCES = "sequences"
 SEQUENCE_SCORES = "sequence_scores"
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A generation parameter: an optional graph input (shape ``[1]``) whose default, an initializer of
+    the same name, is the checkpoint's generation-config value of the same name."""
+
+    name: str
+    dtype: type[np.int32] | type[np.float32]
+
+    def array(self, value: float) -> np.ndarray:
+        """``value`` as the graph input."""
+        return np.array([value], dtype=self.dtype)
+
+
+# In this order in every file (and in ORT's BeamSearch op, after input_ids).
+GENERATION_PARAMETERS = (
+    Parameter(MAX_LENGTH, np.int32),
+    Parameter(MIN_LENGTH, np.int32),
+    Parameter(NUM_BEAMS, np.int32),
+    Parameter(NUM_RETURN_SEQUENCES, np.int32),
+    Parameter(LENGTH_PENALTY, np.float32),
+    Parameter(REPETITION_PENALTY, np.float32),
+)
+INT_PARAMETERS = tuple(p.name for p in GENERATION_PARAMETERS if p.dtype == np.int32)
+FLOAT_PARAMETERS = tuple(p.name for p in GENERATION_PARAMETERS if p.dtype == np.float32)
+LANGUAGE_PARAMETERS = (SOURCE_LANGUAGE, TARGET_LANGUAGE)
+LANGUAGE_UTF8_INPUTS = {SOURCE_LANGUAGE: SOURCE_LANGUAGE_UTF8, TARGET_LANGUAGE: TARGET_LANGUAGE_UTF8}
+
+
+def generation_settings(
+    defaults: dict[str, Any], max_positions: int | None, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """``defaults`` (a file's ``graphgen.generation_defaults``) with ``overrides`` applied, validated.
+
+    The file checks the same rules itself (a run from any binding fails with a message); checked
+    here first so that a Python caller gets a ``ValueError`` naming the setting.
+    """
+    unknown = set(overrides) - set(INT_PARAMETERS) - set(FLOAT_PARAMETERS)
+    if unknown:
+        raise TypeError(f"unknown generation setting(s): {', '.join(sorted(unknown))}")
+    values = {p.name: defaults[p.name] for p in GENERATION_PARAMETERS}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    for name in INT_PARAMETERS:
+        if isinstance(values[name], bool) or int(values[name]) != values[name]:
+            raise ValueError(f"{name} must be an integer, got {values[name]!r}")
+    for name in FLOAT_PARAMETERS:
+        if not math.isfinite(float(values[name])):
+            raise ValueError(f"{name} must be finite, got {values[name]!r}")
+    if values[NUM_BEAMS] < 1:
+        raise ValueError(f"num_beams must be at least 1, got {values[NUM_BEAMS]}")
+    if not 1 <= values[NUM_RETURN_SEQUENCES] <= values[NUM_BEAMS]:
+        raise ValueError(
+            f"num_return_sequences must be between 1 and num_beams ({values[NUM_BEAMS]}), "
+            f"got {values[NUM_RETURN_SEQUENCES]}"
+        )
+    if values[MAX_LENGTH] < 2:
+        raise ValueError(f"max_length must be at least 2, got {values[MAX_LENGTH]}")
+    if max_positions and values[MAX_LENGTH] > max_positions:
+        raise ValueError(f"max_length {values[MAX_LENGTH]} exceeds the model's {max_positions} positions")
+    if not 0 <= values[MIN_LENGTH] <= values[MAX_LENGTH]:
+        raise ValueError(f"min_length must be between 0 and max_length, got {values[MIN_LENGTH]}")
+    if values[REPETITION_PENALTY] <= 0:
+        raise ValueError(f"repetition_penalty must be positive, got {values[REPETITION_PENALTY]}")
+    return values
+
+
+@dataclass(frozen=True)
+class Port:
+    """One input or output of a text-level file, as docs/io-contract.md's table lists it."""
+
+    name: str
+    direction: str  # "in", "in, optional" (an initializer holds the default) or "out"
+    dtype: str
+    shapes: tuple[str, ...]  # alternatives, e.g. ("[1]", "[batch]")
+
+
+TEXT_FILE_PORTS = (
+    Port(TEXT_UTF8, "in", "uint8", ("[batch, bytes]",)),
+    Port(TEXT, "in", "string", ("[batch]",)),
+    Port(SOURCE_LANGUAGE, "in, optional", "string", ("[1]", "[batch]")),
+    Port(TARGET_LANGUAGE, "in, optional", "string", ("[1]", "[batch]")),
+    *(
+        Port(p.name, "in, optional", "int32" if p.dtype == np.int32 else "float", ("[1]",))
+        for p in GENERATION_PARAMETERS
+    ),
+    Port(TRUNCATE, "in, optional", "bool", ("[1]",)),
+    Port(TRANSLATION, "out", "string", ("[batch, num_return_sequences]",)),
+    Port(TRANSLATION_UTF8, "out", "uint8", ("[batch, num_return_sequences, bytes]",)),
+    Port(TRANSLATION_LENGTHS, "out", "int64", ("[batch, num_return_sequences]",)),
+    Port(SEQUENCES, "out", "int32", ("[batch, num_return_sequences, length]",)),
+    Port(SEQUENCE_SCORES, "out", "float", ("[batch, num_return_sequences]",)),
+)
+
+# Interfaces (metadata graphgen.interface): text in and out, or token ids in and out (export --no-tokenizer).
+TEXT_LEVEL = "text"
+ID_LEVEL = "ids"
 
 # Tokenizer kinds of a text-level file (metadata graphgen.tokenizer).
 PORTABLE = "onnx"  # standard ONNX ops over UTF-8 bytes
@@ -52,7 +157,7 @@ class Key:
     VERSION = "graphgen.version"
     SOURCE = "graphgen.source"
     ARCHITECTURE = "graphgen.architecture"
-    INTERFACE = "graphgen.interface"  # "text" or "ids"
+    INTERFACE = "graphgen.interface"  # TEXT_LEVEL or ID_LEVEL
     TOKENIZER = "graphgen.tokenizer"  # PORTABLE or EXTENSIONS (text files)
     STRINGS = "graphgen.strings"  # "none" in a file without string tensors (export --no-strings)
     SEARCH = "graphgen.search"
@@ -82,7 +187,7 @@ class FileInfo:
     @property
     def tokenizer(self) -> str | None:
         """``PORTABLE`` or ``EXTENSIONS`` for a text file (files from before the choice: extensions)."""
-        if self.interface != "text":
+        if self.interface != TEXT_LEVEL:
             return None
         return self.metadata.get(Key.TOKENIZER, EXTENSIONS)
 
@@ -100,8 +205,27 @@ class FileInfo:
         return dict(json.loads(self.metadata.get(Key.GENERATION_DEFAULTS, "{}")))
 
     @property
+    def max_positions(self) -> int | None:
+        """The model's positions (the longest source and output), when the file records them."""
+        return int(self.metadata.get(Key.MAX_POSITIONS, 0)) or None
+
+    @property
+    def baked(self) -> dict[str, Any]:
+        """The settings ``graphgen bake`` fixed in this copy (empty for an exported file)."""
+        return dict(json.loads(self.metadata.get(Key.BAKED, "{}")))
+
+    @property
     def languages(self) -> list[str]:
+        """The language codes of an NLLB, M2M100 or mBART-50 text file (empty otherwise)."""
         return list(json.loads(self.metadata.get(Key.LANGUAGES, "[]")))
+
+    @property
+    def source_language(self) -> str | None:
+        return self.metadata.get(Key.SOURCE_LANGUAGE)
+
+    @property
+    def target_language(self) -> str | None:
+        return self.metadata.get(Key.TARGET_LANGUAGE)
 
 
 def _varint(stream: BufferedReader | BytesIO) -> int | None:

@@ -23,7 +23,7 @@ from typing import Any
 from onnx import ModelProto, TensorProto, ValueInfoProto
 
 from graphgen._errors import GraphgenError, OutputPathError
-from graphgen.contract import FileInfo
+from graphgen.contract import FileInfo, Key
 from graphgen.deploy.save import remove_stale_staging, save_model, staging_directory
 from graphgen.passes.bake import load_baked, metadata
 
@@ -70,7 +70,7 @@ def model_config(model: ModelProto, options: TritonOptions, baked: dict[str, Any
     """``config.pbtxt`` text for ``model`` (already baked) in the protobuf text format."""
     meta = metadata(model)
     parts = [
-        f"# Written by graphgen {meta.get('graphgen.version', '')} from {meta.get('graphgen.source', '?')}.",
+        f"# Written by graphgen {meta.get(Key.VERSION, '')} from {meta.get(Key.SOURCE, '?')}.",
         f"# Generation settings baked into model.onnx: {json.dumps(baked, sort_keys=True)}",
         f'name: "{options.name}"',
         'backend: "onnxruntime"',

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import numpy as np
 from onnx import GraphProto
 
+from graphgen.contract import MAX_LENGTH, MIN_LENGTH
 from graphgen.custom_ops.builder import FLOAT, FLOAT16, INT32, MS_DOMAIN, GraphBuilder, i64
 from graphgen.model.spec import ModelSpec, RelativeAttention
 from graphgen.model.weights import QuantizedWeights
@@ -28,8 +29,6 @@ NEG_INF = np.float32(-np.inf)
 MASKED = np.float32(np.finfo(np.float32).min)
 
 # Names of the BeamSearch op's graph-level inputs that the subgraphs read from the outer scope.
-MIN_LENGTH_INPUT = "min_length"
-MAX_LENGTH_INPUT = "max_length"
 
 
 def sinusoidal_positions(count: int, dim: int) -> np.ndarray:
@@ -428,10 +427,10 @@ class _Transformer:
             length32 = b.op("Cast", [current_length], to=INT32)
             row = b.const(np.array([0], dtype=np.int32))
             if spec.renormalize_logits:
-                too_short = b.op("Less", [length32, b.outer(MIN_LENGTH_INPUT)])
+                too_short = b.op("Less", [length32, b.outer(MIN_LENGTH)])
                 row = b.op("Where", [too_short, b.const(np.array([1], dtype=np.int32)), row])
             if spec.forced_eos:  # applied after min_length, as HF orders them: it wins when both apply
-                last = b.op("Sub", [b.outer(MAX_LENGTH_INPUT), b.const(np.array([1], dtype=np.int32))])
+                last = b.op("Sub", [b.outer(MAX_LENGTH), b.const(np.array([1], dtype=np.int32))])
                 forced = b.const(np.array([len(variants) - 1], dtype=np.int32))
                 row = b.op("Where", [b.op("Equal", [length32, last]), forced, row])
             table = b.derived("logits_bias_variants", np.stack(variants))

@@ -17,9 +17,18 @@ import onnx
 from onnx import ModelProto, numpy_helper
 
 from graphgen._errors import GraphgenError
-from graphgen.contract import LANGUAGE_UTF8_INPUTS
+from graphgen.contract import (
+    FLOAT_PARAMETERS,
+    INT_PARAMETERS,
+    LANGUAGE_PARAMETERS,
+    LANGUAGE_UTF8_INPUTS,
+    TEXT_LEVEL,
+    TRUNCATE,
+    FileInfo,
+    Key,
+    generation_settings,
+)
 from graphgen.deploy.save import check_output_path, save_model
-from graphgen.runtime.translator import FLOAT_PARAMETERS, INT_PARAMETERS, LANGUAGE_PARAMETERS, generation_settings
 
 
 def metadata(model: ModelProto) -> dict[str, str]:
@@ -73,31 +82,31 @@ def load_baked(
     except Exception as error:  # protobuf raises several types for files that are not models
         raise GraphgenError(f"cannot read {source} as an ONNX model: {error}") from error
     meta = metadata(model)
-    if "graphgen.generation_defaults" not in meta:
+    if Key.GENERATION_DEFAULTS not in meta:
         raise GraphgenError(f"{source} was not written by graphgen export")
-    max_positions = int(meta.get("graphgen.max_positions", 0)) or None
+    info = FileInfo(meta)
     try:
-        chosen = generation_settings(json.loads(meta["graphgen.generation_defaults"]), max_positions, settings or {})
+        chosen = generation_settings(info.generation_defaults, info.max_positions, settings or {})
     except (TypeError, ValueError) as error:
         raise GraphgenError(str(error)) from error
     values: dict[str, Any] = {name: chosen[name] for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS)}
     if truncate is not None:
-        if meta.get("graphgen.interface") != "text":
+        if info.interface != TEXT_LEVEL:
             raise GraphgenError("--truncate applies to text-level files only")
-        values["truncate"] = truncate
+        values[TRUNCATE] = truncate
     required = (*LANGUAGE_PARAMETERS, *LANGUAGE_UTF8_INPUTS.values()) if keep_languages else ()
-    if keep_languages and not meta.get("graphgen.languages"):
+    if keep_languages and not info.languages:
         raise GraphgenError(f"{source} has no language inputs to keep (only NLLB, M2M100 and mBART-50 files do)")
     baked = bake_optional_inputs(model, values, required)
     # The file's defaults are now its fixed settings; graphgen.baked lists the inputs gone, with their values.
-    defaults = json.loads(meta["graphgen.generation_defaults"])
+    defaults = info.generation_defaults
     defaults.update({name: value for name, value in values.items() if name in defaults})  # as given, not float32
     onnx.helper.set_model_props(
         model,
         {
             **meta,
-            "graphgen.generation_defaults": json.dumps(defaults, sort_keys=True),
-            "graphgen.baked": json.dumps(baked, sort_keys=True),
+            Key.GENERATION_DEFAULTS: json.dumps(defaults, sort_keys=True),
+            Key.BAKED: json.dumps(baked, sort_keys=True),
         },
     )
     return model, baked

@@ -20,11 +20,11 @@ from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_help
 
 from graphgen._errors import GraphgenError
 from graphgen.checkpoint.safetensors import release_pages
+from graphgen.contract import FLOAT_PARAMETERS
 from graphgen.model.spec import ModelSpec
-from graphgen.search.op import SEARCH_PARAMETERS
 
 FLOAT, FLOAT16 = TensorProto.FLOAT, TensorProto.FLOAT16
-KEEP_FLOAT32 = {name for name, dtype in SEARCH_PARAMETERS if dtype == np.float32}
+KEEP_FLOAT32 = set(FLOAT_PARAMETERS)
 
 
 class Float16Error(GraphgenError):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from graphgen._errors import GraphgenError, SourceTooLongError
+from graphgen.contract import NUM_RETURN_SEQUENCES
 from graphgen.runtime.progress import Progress
 from graphgen.runtime.translator import Translator
 
@@ -144,7 +145,7 @@ def translate_items(translator: Translator, items: list[Item], truncate: bool | 
     """
     blank = [item for item in items if not (item.text or "").strip()]
     if blank:
-        returns = translator.settings(settings)["num_return_sequences"]
+        returns = translator.settings(settings)[NUM_RETURN_SEQUENCES]
         for item in blank:
             item.translation = "" if returns == 1 else [""] * returns
         items = [item for item in items if (item.text or "").strip()]

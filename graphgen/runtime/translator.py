@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
-import json
-import math
 import re
 import threading
 from collections.abc import Sequence
@@ -18,14 +16,27 @@ import onnxruntime as ort
 from graphgen._errors import SOURCE_TOO_LONG_PREFIX, GraphgenError, SourceTooLongError
 from graphgen.contract import (
     FLOAT_PARAMETERS,
+    GENERATION_PARAMETERS,
     INT_PARAMETERS,
     LANGUAGE_PARAMETERS,
     LANGUAGE_UTF8_INPUTS,
+    MAX_LENGTH,
+    MIN_LENGTH,
+    NUM_BEAMS,
+    NUM_RETURN_SEQUENCES,
+    SEQUENCE_SCORES,
+    SEQUENCES,
+    SOURCE_LANGUAGE,
+    TARGET_LANGUAGE,
     TEXT,
+    TEXT_LEVEL,
     TEXT_UTF8,
     TRANSLATION,
     TRANSLATION_LENGTHS,
     TRANSLATION_UTF8,
+    TRUNCATE,
+    FileInfo,
+    generation_settings,
     read_file_info,
 )
 
@@ -61,39 +72,6 @@ def session_options(threads: int | None = None, *, extensions: bool = True) -> o
     if threads:
         options.intra_op_num_threads = threads
     return options
-
-
-def generation_settings(
-    defaults: dict[str, Any], max_positions: int | None, overrides: dict[str, Any]
-) -> dict[str, Any]:
-    """``defaults`` (a file's ``graphgen.generation_defaults``) with ``overrides`` applied, validated."""
-    unknown = set(overrides) - set(INT_PARAMETERS) - set(FLOAT_PARAMETERS)
-    if unknown:
-        raise TypeError(f"unknown generation setting(s): {', '.join(sorted(unknown))}")
-    values = {name: defaults[name] for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS)}
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    for name in INT_PARAMETERS:
-        if isinstance(values[name], bool) or int(values[name]) != values[name]:
-            raise ValueError(f"{name} must be an integer, got {values[name]!r}")
-    for name in FLOAT_PARAMETERS:
-        if not math.isfinite(float(values[name])):
-            raise ValueError(f"{name} must be finite, got {values[name]!r}")
-    if values["num_beams"] < 1:
-        raise ValueError(f"num_beams must be at least 1, got {values['num_beams']}")
-    if not 1 <= values["num_return_sequences"] <= values["num_beams"]:
-        raise ValueError(
-            f"num_return_sequences must be between 1 and num_beams ({values['num_beams']}), "
-            f"got {values['num_return_sequences']}"
-        )
-    if values["max_length"] < 2:
-        raise ValueError(f"max_length must be at least 2, got {values['max_length']}")
-    if max_positions and values["max_length"] > max_positions:
-        raise ValueError(f"max_length {values['max_length']} exceeds the model's {max_positions} positions")
-    if not 0 <= values["min_length"] <= values["max_length"]:
-        raise ValueError(f"min_length must be between 0 and max_length, got {values['min_length']}")
-    if values["repetition_penalty"] <= 0:
-        raise ValueError(f"repetition_penalty must be positive, got {values['repetition_penalty']}")
-    return values
 
 
 def _utf8(text: str) -> bytes:
@@ -147,20 +125,20 @@ class Translator:
                 )
         except Exception as error:  # ORT raises several types for unreadable models
             raise GraphgenError(f"cannot load {path}: {error}") from error
-        meta = self._session.get_modelmeta().custom_metadata_map
-        if meta.get("graphgen.interface") != "text":
+        info = FileInfo(dict(self._session.get_modelmeta().custom_metadata_map))
+        if info.interface != TEXT_LEVEL:
             raise GraphgenError(f"{path} is not a text-level graphgen model (export it without --no-tokenizer)")
-        self.defaults: dict[str, Any] = json.loads(meta["graphgen.generation_defaults"])
-        self.max_positions = int(meta.get("graphgen.max_positions", 0)) or None
+        self.defaults: dict[str, Any] = info.generation_defaults
+        self.max_positions = info.max_positions
         self.path = path
-        self._baked_truncate = bool(json.loads(meta.get("graphgen.baked", "{}")).get("truncate", False))
+        self._baked_truncate = bool(info.baked.get(TRUNCATE, False))
         optional = self._session.get_overridable_initializers()  # inputs with a default
         self._required = {value.name for value in self._session.get_inputs()}
         self._inputs = {value.name for value in [*self._session.get_inputs(), *optional]}
         # Language-coded tokenizers (NLLB, mBART-50, M2M100): the codes the file accepts, and its defaults.
-        self.languages: list[str] = json.loads(meta.get("graphgen.languages", "[]"))
-        self.source_language: str | None = meta.get("graphgen.source_language")
-        self.target_language: str | None = meta.get("graphgen.target_language")
+        self.languages: list[str] = info.languages
+        self.source_language: str | None = info.source_language
+        self.target_language: str | None = info.target_language
 
     def settings(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """The checkpoint defaults with ``overrides`` applied, validated (languages checked, not returned)."""
@@ -194,7 +172,7 @@ class Translator:
                 raise TypeError(f"{name} must be a str or a non-empty sequence of str")
             if rows is not None and len(codes) not in (1, rows):
                 raise ValueError(f"give one {name}, or one per text ({rows}); got {len(codes)}")
-            allowed = set(self.languages) | ({""} if name == "target_language" else set())
+            allowed = set(self.languages) | ({""} if name == TARGET_LANGUAGE else set())
             for code in codes:
                 if code not in allowed:
                     close = difflib.get_close_matches(code, self.languages, n=3)
@@ -230,23 +208,24 @@ class Translator:
             feeds: dict[str, np.ndarray] = {TEXT_UTF8: utf8_batch(texts)}
         else:
             feeds = {TEXT: np.array(list(texts), dtype=object)}
-        languages = {"source_language": source_language, "target_language": target_language}
+        languages = {SOURCE_LANGUAGE: source_language, TARGET_LANGUAGE: target_language}
         feeds |= self.language_feeds(languages, len(texts))
-        for name in (*INT_PARAMETERS, *FLOAT_PARAMETERS):
+        for parameter in GENERATION_PARAMETERS:
+            name = parameter.name
             if name in self._inputs:
-                feeds[name] = np.array([values[name]], dtype=np.int32 if name in INT_PARAMETERS else np.float32)
+                feeds[name] = parameter.array(values[name])
             elif values[name] != self.defaults[name]:
                 raise GraphgenError(f"{name} is fixed to {self.defaults[name]} in {self.path} (a baked copy)")
-        if "truncate" in self._inputs:
-            feeds["truncate"] = np.array([bool(truncate)])
+        if TRUNCATE in self._inputs:
+            feeds[TRUNCATE] = np.array([bool(truncate)])
         elif truncate is not None and truncate != self._baked_truncate:
             raise GraphgenError(f"{self.path} has no truncate input (an older export, or a baked copy)")
         if not texts:
-            returns = values["num_return_sequences"]
+            returns = values[NUM_RETURN_SEQUENCES]
             return {
-                "translation": np.empty((0, returns), dtype=object),
-                "sequences": np.empty((0, returns, 0), dtype=np.int32),
-                "sequence_scores": np.empty((0, returns), dtype=np.float32),
+                TRANSLATION: np.empty((0, returns), dtype=object),
+                SEQUENCES: np.empty((0, returns, 0), dtype=np.int32),
+                SEQUENCE_SCORES: np.empty((0, returns), dtype=np.float32),
             }
         names = [output.name for output in self._session.get_outputs()]
         try:
@@ -271,7 +250,7 @@ class Translator:
         Each text is checked with a search cut to its first step, so this costs about one encoder
         pass per text.
         """
-        cheap = {"num_beams": 1, "num_return_sequences": 1, "max_length": 3, "min_length": 0}
+        cheap = {NUM_BEAMS: 1, NUM_RETURN_SEQUENCES: 1, MAX_LENGTH: 3, MIN_LENGTH: 0}
         cheap = {name: value for name, value in cheap.items() if name in self._inputs}  # a baked copy fixes them
         found = []
         for index, text in enumerate(texts):
@@ -304,8 +283,8 @@ class Translator:
 
         Languages as in :meth:`run`.
         """
-        languages = {"source_language": source_language, "target_language": target_language}
-        result = self.run(texts, truncate=truncate, **languages, **overrides)["translation"]
+        languages = {SOURCE_LANGUAGE: source_language, TARGET_LANGUAGE: target_language}
+        result = self.run(texts, truncate=truncate, **languages, **overrides)[TRANSLATION]
         if result.shape[1] == 1:
             return [str(row[0]) for row in result]
         return [[str(text) for text in row] for row in result]

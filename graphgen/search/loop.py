@@ -31,6 +31,15 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto, helper
 
+from graphgen.contract import (
+    FORCED_BOS_TOKEN_ID,
+    LENGTH_PENALTY,
+    MAX_LENGTH,
+    MIN_LENGTH,
+    NUM_BEAMS,
+    NUM_RETURN_SEQUENCES,
+    REPETITION_PENALTY,
+)
 from graphgen.custom_ops import fail_when
 from graphgen.custom_ops.builder import BOOL, FLOAT, FLOAT16, INT32, INT64, GraphBuilder, i64
 from graphgen.model.spec import ModelSpec
@@ -42,7 +51,6 @@ NO_SCORE = np.float32(-1e9)
 DOUBLE = TensorProto.DOUBLE
 # int32 [1] or [batch]: each item's forced first token (HF's forced_bos_token_id, a target
 # language), -1 for none.
-FORCED_BOS_INPUT = "forced_bos_token_id"
 NO_FORCED_BOS = -1
 
 
@@ -108,15 +116,15 @@ class _Search:
         b = self.outer
         self.batch = b.op("Shape", [input_ids], start=0, end=1)  # [1]
         # A raw session can pass anything: settings the search cannot honour stop the run by name.
-        returned = "num_return_sequences"
+        returned = NUM_RETURN_SEQUENCES
         bad = b.op(
             "Or",
             [
                 b.op("Less", [returned, b.const(np.array([1], dtype=np.int32))]),
-                b.op("Greater", [returned, "num_beams"]),
+                b.op("Greater", [returned, NUM_BEAMS]),
             ],
         )
-        checked = fail_when(b, bad, "graphgen: num_return_sequences must be between 1 and num_beams", "num_beams")
+        checked = fail_when(b, bad, "graphgen: num_return_sequences must be between 1 and num_beams", NUM_BEAMS)
         too_few = b.op("Less", [checked, b.const(np.array([1], dtype=np.int32))])
         num_beams = fail_when(b, too_few, "graphgen: num_beams must be at least 1", checked)
         self.beams = b.op("Cast", [num_beams], to=INT64)  # [1]
@@ -131,7 +139,7 @@ class _Search:
         self.is_greedy = b.op("Squeeze", [b.op("Equal", [num_beams, b.const(np.array([1], dtype=np.int32))])])
         self.early_stopping = b.op("Or", [self.is_greedy, b.const(np.bool_(spec.generation.early_stopping))])
         self.penalised = b.op(
-            "Squeeze", [b.op("Not", [b.op("Equal", ["repetition_penalty", b.const(np.float32([1.0]))])])]
+            "Squeeze", [b.op("Not", [b.op("Equal", [REPETITION_PENALTY, b.const(np.float32([1.0]))])])]
         )
         self.top_beams = b.op(
             "Less",
@@ -145,7 +153,7 @@ class _Search:
         # the forced EOS row replaces whole rows only without renormalisation (see log_probs)
         forced_row_needed = spec.forced_eos and not spec.renormalize_logits
         self.forced_row = b.const(rows[-1:], "forced_row") if forced_row_needed else ""
-        self.lp_exponent = b.op("Cast", ["length_penalty"], to=DOUBLE)
+        self.lp_exponent = b.op("Cast", [LENGTH_PENALTY], to=DOUBLE)
 
     # -- the logits processors ------------------------------------------------------------------
 
@@ -159,10 +167,10 @@ class _Search:
         renormalise = spec.renormalize_logits
         length32 = b.op("Cast", [length], to=INT32)
         row = b.const(np.array([0], dtype=np.int32))
-        row = b.op("Where", [b.op("Less", [length32, "min_length"]), b.const(np.array([1], dtype=np.int32)), row])
+        row = b.op("Where", [b.op("Less", [length32, MIN_LENGTH]), b.const(np.array([1], dtype=np.int32)), row])
         forced = None
         if spec.forced_eos:  # after min_length, as HF orders them: it wins when both apply
-            last = b.op("Sub", ["max_length", b.const(np.array([1], dtype=np.int32))])
+            last = b.op("Sub", [MAX_LENGTH, b.const(np.array([1], dtype=np.int32))])
             forced = b.op("Equal", [length32, last])
             row = b.op("Where", [forced, b.const(np.array([2], dtype=np.int32)), row])
         mask = b.op("Gather", [self.rows_table, b.op("Squeeze", [row])])
@@ -187,8 +195,8 @@ class _Search:
             "Where",
             [
                 penalty.op("Less", [seen, penalty.const(np.float32(0.0))]),
-                penalty.mul(seen, "repetition_penalty"),
-                penalty.op("Div", [seen, "repetition_penalty"]),
+                penalty.mul(seen, REPETITION_PENALTY),
+                penalty.op("Div", [seen, REPETITION_PENALTY]),
             ],
         )
         scattered = penalty.op("ScatterElements", [base, ids, penalised], axis=1)
@@ -220,7 +228,7 @@ class _Search:
             [b.op("Not", [b.op("Equal", [count, b.const(i64(1))])]), b.op("Not", [b.op("Equal", [count, self.batch])])],
         )
         forced_bos = fail_when(
-            b, wrong_count, f"graphgen: {FORCED_BOS_INPUT} must hold one id, or one per input row", forced_bos
+            b, wrong_count, f"graphgen: {FORCED_BOS_TOKEN_ID} must hold one id, or one per input row", forced_bos
         )
         outside = b.op(
             "Or",
@@ -233,12 +241,12 @@ class _Search:
         forced_bos = fail_when(
             b,
             outside,
-            f"graphgen: {FORCED_BOS_INPUT} outside the vocabulary (use {NO_FORCED_BOS} for none)",
+            f"graphgen: {FORCED_BOS_TOKEN_ID} outside the vocabulary (use {NO_FORCED_BOS} for none)",
             forced_bos,
         )
         per_item = b.op("Expand", [forced_bos, self.batch])
         if spec.forced_eos:
-            eos_now = b.op("Equal", ["max_length", b.const(np.array([2], dtype=np.int32))])
+            eos_now = b.op("Equal", [MAX_LENGTH, b.const(np.array([2], dtype=np.int32))])
             per_item = b.op("Where", [eos_now, b.const(np.int32(NO_FORCED_BOS)), per_item])
         return b.op("Unsqueeze", [b.op("Gather", [per_item, self.repeat]), b.const(i64(1))])
 
@@ -289,7 +297,7 @@ class _Search:
         )
         # Stopping criteria of the candidates: EOS, or the new length reaches max_length.
         new_length = b.op("Add", [length, b.const(i64(1))])
-        at_max = b.op("GreaterOrEqual", [new_length, b.op("Cast", ["max_length"], to=INT64)])
+        at_max = b.op("GreaterOrEqual", [new_length, b.op("Cast", [MAX_LENGTH], to=INT64)])
         ended = b.op("Or", [b.op("Equal", [token, b.const(np.int32(spec.eos_token_id))]), at_max])
         ended_penalty = b.mul(b.op("Cast", [ended], to=FLOAT), b.const(NO_SCORE))
 
@@ -464,7 +472,7 @@ def loop_search(
     mask: str,
     sequences: str,
     scores: str,
-    forced_bos: str = FORCED_BOS_INPUT,
+    forced_bos: str = FORCED_BOS_TOKEN_ID,
     *,
     float16: bool = False,
 ) -> LoopSearch:
@@ -473,7 +481,7 @@ def loop_search(
 
     Reads the graph inputs ``num_beams``, ``num_return_sequences``, ``max_length``,
     ``min_length``, ``length_penalty`` and ``repetition_penalty``, and ``forced_bos`` (see
-    ``FORCED_BOS_INPUT``). ``float16`` builds the layers (and so the KV caches) in float16 from a
+    ``FORCED_BOS_TOKEN_ID``). ``float16`` builds the layers (and so the KV caches) in float16 from a
     float16 spec (``_fp16.float16_spec``); the logits reach the search as float32, as in HF.
     """
     search = _Search(spec, input_ids)
@@ -547,7 +555,7 @@ def loop_search(
     # At least the first step, as HF's generate (which always takes one).
     steps = b.op(
         "Max",
-        [b.op("Sub", [b.op("Cast", ["max_length"], to=INT64), b.const(i64(1))]), b.const(i64(1))],
+        [b.op("Sub", [b.op("Cast", [MAX_LENGTH], to=INT64), b.const(i64(1))]), b.const(i64(1))],
     )
     final = [b.fresh("final") for _ in range(len(STATE_TYPES) + len(caches))]
     b.op(
@@ -557,7 +565,7 @@ def loop_search(
         body=body.graph(),
     )
     finished, finished_scores = final[3], final[4]
-    returned = b.op("Cast", ["num_return_sequences"], to=INT64)
+    returned = b.op("Cast", [NUM_RETURN_SEQUENCES], to=INT64)
     best = b.op("Slice", [finished, b.const(i64(0)), returned, b.const(i64(1))])
     # The BeamSearch op's form: no final EOS (the start token stays, whatever its id).
     head = b.op("Slice", [best, b.const(i64(0)), b.const(i64(1)), b.const(i64(2))])

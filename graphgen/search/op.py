@@ -1,112 +1,46 @@
-"""The BeamSearch node and the outer graph's inputs, each with a default from the checkpoint.
-
-A graph input that has an initializer of the same name is optional in ONNX: a caller may pass
-only the ids and get the checkpoint's generation defaults.
-"""
+"""ONNX Runtime's ``com.microsoft.BeamSearch`` op as the search (``export --search op``), and the
+nodes that make it exact for batches (see :func:`batch_safe_search`)."""
 
 from __future__ import annotations
 
 import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
-from graphgen._errors import SOURCE_TOO_LONG_PREFIX
-from graphgen.custom_ops import fail_when
-from graphgen.custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBuilder, i64
-from graphgen.model.spec import ModelSpec
-
-# (name, dtype) of the op's scalar inputs, in the op's input order after input_ids.
-SEARCH_PARAMETERS = (
-    ("max_length", np.int32),
-    ("min_length", np.int32),
-    ("num_beams", np.int32),
-    ("num_return_sequences", np.int32),
-    ("length_penalty", np.float32),
-    ("repetition_penalty", np.float32),
+from graphgen.contract import (
+    ATTENTION_MASK,
+    INPUT_IDS,
+    LENGTH_PENALTY,
+    MAX_LENGTH,
+    MIN_LENGTH,
+    NUM_BEAMS,
+    NUM_RETURN_SEQUENCES,
+    REPETITION_PENALTY,
+    SEQUENCE_SCORES,
 )
+from graphgen.custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, i64
+from graphgen.model.spec import ModelSpec
+from graphgen.search.io import RAW_SEQUENCES
 
-ID_INPUTS = ("input_ids", "attention_mask")
 # Where search_node puts each of these in the BeamSearch op's input list.
 SEARCH_INPUT_POSITIONS = {
-    "input_ids": 0,
-    "max_length": 1,
-    "min_length": 2,
-    "num_beams": 3,
-    "num_return_sequences": 4,
-    "attention_mask": 9,
+    INPUT_IDS: 0,
+    MAX_LENGTH: 1,
+    MIN_LENGTH: 2,
+    NUM_BEAMS: 3,
+    NUM_RETURN_SEQUENCES: 4,
+    ATTENTION_MASK: 9,
 }
-RAW_SEQUENCES = "search_sequences"
 OP_MAX_LENGTH = "search_max_length"
-CHECKED_INPUT_IDS = "checked_input_ids"
-
-
-def source_too_long_message(limit: int, remedy: str) -> str:
-    """The error a run stops with when a source exceeds ``limit`` tokens (the failing node's name)."""
-    return f"{SOURCE_TOO_LONG_PREFIX} {limit} tokens; {remedy}"
-
-
-def source_length_check(spec: ModelSpec, remedy: str) -> GraphBuilder:
-    """``input_ids`` → ``checked_input_ids``, stopping the run when a source has more tokens than positions.
-
-    Without it a long source fails deep in the encoder with a broadcast error that names neither
-    the cause nor the limit.
-    """
-    b = GraphBuilder("source_check")
-    width = b.op("Shape", ["input_ids"], start=1, end=2)
-    too_long = b.op("Greater", [width, b.const(i64(spec.max_positions))])
-    checked = fail_when(b, too_long, source_too_long_message(spec.max_positions, remedy), "input_ids")
-    b.op("Identity", [checked], outputs=[CHECKED_INPUT_IDS])
-    return b
-
-
-def trim_sequences(spec: ModelSpec) -> GraphBuilder:
-    """Nodes cutting the op's ``[batch, beams, max_length]`` output to the longest hypothesis.
-
-    ORT pads every hypothesis with ``pad`` up to ``max_length`` (512 for opus-mt); the length
-    kept is one past the last non-pad position of any hypothesis.
-    """
-    b = GraphBuilder("trim")
-    is_token = b.op(
-        "Cast", [b.op("Not", [b.op("Equal", [RAW_SEQUENCES, b.const(np.int32(spec.pad_token_id))])])], to=INT64
-    )
-    width = b.op("Gather", [b.op("Shape", [RAW_SEQUENCES]), b.const(i64(2))])
-    positions = b.op(
-        "Range",
-        [b.const(np.int64(1)), b.op("Add", [b.op("Squeeze", [width]), b.const(np.int64(1))]), b.const(np.int64(1))],
-    )
-    last = b.op("ReduceMax", [b.op("Mul", [is_token, positions])], keepdims=0)
-    length = b.op(
-        "Max",
-        [b.op("Unsqueeze", [last, b.const(i64(0))]), b.const(i64(1))],
-    )
-    b.op(
-        "Slice",
-        [RAW_SEQUENCES, b.const(i64(0)), length, b.const(i64(2))],
-        outputs=["sequences"],
-    )
-    return b
-
-
-def parameter_defaults(spec: ModelSpec) -> dict[str, np.ndarray]:
-    g = spec.generation
-    values = {
-        "max_length": g.max_length,
-        "min_length": g.min_length,
-        "num_beams": g.num_beams,
-        "num_return_sequences": g.num_return_sequences,
-        "length_penalty": g.length_penalty,
-        "repetition_penalty": g.repetition_penalty,
-    }
-    return {name: np.array([values[name]], dtype=dtype) for name, dtype in SEARCH_PARAMETERS}
 
 
 def search_node(
-    spec: ModelSpec, encoder: GraphProto, decoder: GraphProto, input_ids: str = "input_ids"
+    spec: ModelSpec, encoder: GraphProto, decoder: GraphProto, input_ids: str = INPUT_IDS
 ) -> tuple[NodeProto, list[TensorProto]]:
     """The BeamSearch node over ``input_ids``, plus the small constants it needs (as initializers)."""
     extra: list[TensorProto] = []
     # When HF renormalises, min_length and banned tokens are applied inside the subgraphs
     # (before the softmax); ORT's own versions must then stay off.
-    min_length = "min_length"
+    min_length = MIN_LENGTH
     vocab_mask = ""
     if spec.renormalize_logits:
         min_length = "search_min_length_off"
@@ -116,23 +50,23 @@ def search_node(
         mask = np.ones(spec.target_vocab_size, dtype=np.int32)
         mask[list(spec.generation.bad_token_ids)] = 0
         extra.append(numpy_helper.from_array(mask, vocab_mask))
-    max_length = OP_MAX_LENGTH if spec.forced_eos else "max_length"  # see op_max_length
+    max_length = OP_MAX_LENGTH if spec.forced_eos else MAX_LENGTH  # see op_max_length
     inputs = [
         input_ids,
         max_length,
         min_length,
-        "num_beams",
-        "num_return_sequences",
-        "length_penalty",
-        "repetition_penalty",
+        NUM_BEAMS,
+        NUM_RETURN_SEQUENCES,
+        LENGTH_PENALTY,
+        REPETITION_PENALTY,
         vocab_mask,
         "",  # prefix_vocab_mask
-        "attention_mask",  # explicit: without it ORT only masks *leading* pads
+        ATTENTION_MASK,  # explicit: without it ORT only masks *leading* pads
     ]
     node = helper.make_node(
         "BeamSearch",
         inputs,
-        [RAW_SEQUENCES, "sequence_scores"],
+        [RAW_SEQUENCES, SEQUENCE_SCORES],
         name="beam_search",
         domain=MS_DOMAIN,
         eos_token_id=spec.eos_token_id,
@@ -156,7 +90,7 @@ def op_max_length(spec: ModelSpec) -> list[NodeProto]:
     """
     if not spec.forced_eos:
         return []
-    return [helper.make_node("Max", ["max_length", "search_min_max_length"], [OP_MAX_LENGTH])]
+    return [helper.make_node("Max", [MAX_LENGTH, "search_min_max_length"], [OP_MAX_LENGTH])]
 
 
 def _renamed(search: NodeProto, outputs: list[str], early_stopping: int | None = None) -> NodeProto:
@@ -184,7 +118,7 @@ def _pick(condition: str, outputs: list[str], when_true: list[str], when_false: 
 
 def batched_search(search: NodeProto) -> list[NodeProto]:
     """``search`` over the whole batch in one call: exact when ``early_stopping`` is on (below)."""
-    return [_renamed(search, [RAW_SEQUENCES, "sequence_scores"])]
+    return [_renamed(search, [RAW_SEQUENCES, SEQUENCE_SCORES])]
 
 
 # The Loop body that holds both BeamSearch nodes and, attached after assembly, every weight.
@@ -221,15 +155,15 @@ def batch_safe_search(search: NodeProto) -> list[NodeProto]:
     # The op inputs that differ between a pass's real search and its idle one, with the idle values
     # (a one-token source; max_length 3 because ORT fails at 2, see op_max_length).
     idle_values = {
-        "input_ids": np.array([[eos]], dtype=np.int32),
-        "attention_mask": np.array([[1]], dtype=np.int32),
-        "max_length": np.array([3], dtype=np.int32),
-        "min_length": np.array([0], dtype=np.int32),
-        "num_beams": np.array([1], dtype=np.int32),
-        "num_return_sequences": np.array([1], dtype=np.int32),
+        INPUT_IDS: np.array([[eos]], dtype=np.int32),
+        ATTENTION_MASK: np.array([[1]], dtype=np.int32),
+        MAX_LENGTH: np.array([3], dtype=np.int32),
+        MIN_LENGTH: np.array([0], dtype=np.int32),
+        NUM_BEAMS: np.array([1], dtype=np.int32),
+        NUM_RETURN_SEQUENCES: np.array([1], dtype=np.int32),
     }
     real = {name: search.input[SEARCH_INPUT_POSITIONS[name]] for name in idle_values}
-    real |= {"input_ids": "chunk_input_ids", "attention_mask": "chunk_attention_mask"}
+    real |= {INPUT_IDS: "chunk_input_ids", ATTENTION_MASK: "chunk_attention_mask"}
     idle = {name: f"idle_{name}" for name in idle_values}
     for node, role in ((greedy, "greedy"), (beams, "beam")):
         for name in idle_values:
@@ -279,7 +213,7 @@ def batch_safe_search(search: NodeProto) -> list[NodeProto]:
         ],
     )
     return [
-        helper.make_node("Equal", ["num_beams", "search_one_beam"], ["search_is_greedy_1d"]),
+        helper.make_node("Equal", [NUM_BEAMS, "search_one_beam"], ["search_is_greedy_1d"]),
         helper.make_node("Squeeze", ["search_is_greedy_1d"], ["search_is_greedy"]),
         helper.make_node("Shape", [search.input[0]], ["search_batch_1d"], start=0, end=1),
         helper.make_node("Squeeze", ["search_batch_1d"], ["search_batch"]),
@@ -289,14 +223,14 @@ def batch_safe_search(search: NodeProto) -> list[NodeProto]:
         helper.make_node("Loop", ["search_steps", ""], ["search_chunks", "search_chunk_scores"], body=body),
         # Chunks are [returned, max_length] per item (ORT pads to max_length). Spelling the shape
         # out, rather than reading it off the Loop output, also covers an empty batch (no chunk).
-        helper.make_node("Cast", ["num_return_sequences"], ["search_returned"], to=INT64),
+        helper.make_node("Cast", [NUM_RETURN_SEQUENCES], ["search_returned"], to=INT64),
         helper.make_node("Cast", [search.input[1]], ["search_width"], to=INT64),
         helper.make_node(
             "Concat", ["search_minus_one", "search_returned", "search_width"], ["search_flat_shape"], axis=0
         ),
         helper.make_node("Reshape", ["search_chunks", "search_flat_shape"], [RAW_SEQUENCES]),
         helper.make_node("Concat", ["search_minus_one", "search_returned"], ["search_flat_score_shape"], axis=0),
-        helper.make_node("Reshape", ["search_chunk_scores", "search_flat_score_shape"], ["sequence_scores"]),
+        helper.make_node("Reshape", ["search_chunk_scores", "search_flat_score_shape"], [SEQUENCE_SCORES]),
     ]
 
 
@@ -306,18 +240,3 @@ SEARCH_CONSTANTS = [
     numpy_helper.from_array(i64(-1), "search_minus_one"),
     numpy_helper.from_array(np.array([1], dtype=np.int32), "search_one_beam"),
 ]
-
-
-def id_level_io(spec: ModelSpec) -> tuple[list[ValueInfoProto], list[TensorProto], list[ValueInfoProto]]:
-    """Graph inputs (ids + optional search parameters), their default initializers, graph outputs."""
-    inputs = [helper.make_tensor_value_info(name, INT32, ["batch", "source"]) for name in ID_INPUTS]
-    defaults = []
-    for name, value in parameter_defaults(spec).items():
-        elem = INT32 if value.dtype == np.int32 else FLOAT
-        inputs.append(helper.make_tensor_value_info(name, elem, [1]))
-        defaults.append(numpy_helper.from_array(value, name))
-    outputs = [
-        helper.make_tensor_value_info("sequences", INT32, ["batch", "num_return_sequences", "length"]),
-        helper.make_tensor_value_info("sequence_scores", FLOAT, ["batch", "num_return_sequences"]),
-    ]
-    return inputs, defaults, outputs

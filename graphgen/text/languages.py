@@ -2,7 +2,7 @@
 mBART-50 and M2M100; and T5's, which marks none (its task is a text prefix).
 
 All three encode a source as ``[source language] + pieces + [</s>]`` and translate into the
-language whose token is forced as the first generated token (``_loop_search.FORCED_BOS_INPUT``);
+language whose token is forced as the first generated token (``contract.FORCED_BOS_TOKEN_ID``);
 the graph takes both languages as string inputs, spelled as the HF tokenizer spells them
 (``eng_Latn``, ``en_XX``, ``en``). What differs between the tokenizers is a :class:`TokenizerRule`:
 where the HF tokenizer keeps its language codes, and whose whitespace rules apply. HF builds the
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from graphgen._errors import CheckpointError, UnsupportedModelError
+from graphgen.contract import SOURCE_LANGUAGE, TARGET_LANGUAGE
 from graphgen.custom_ops import (
     GraphBuilder,
     append_where,
@@ -281,7 +282,7 @@ def language_ids(
     codes are strings, or with ``utf8`` zero-padded UTF-8 rows (uint8 ``[1 or rows, bytes]``), looked
     up in a trie of the codes (a file without string tensors)."""
     table = dict(vocabulary.languages)
-    if input_name == "target_language":
+    if input_name == TARGET_LANGUAGE:
         table[NO_LANGUAGE] = -1
     if utf8:
         points, segments = decode_utf8(b, codes)
@@ -338,7 +339,7 @@ def add_language_tokenizer(
     rows = b.op("Shape", [text])
     source = has_source = None
     if source_language is not None:
-        source = b.op("Cast", [language_ids(b, source_language, vocabulary, "source_language", rows)], to=INT64)
+        source = b.op("Cast", [language_ids(b, source_language, vocabulary, SOURCE_LANGUAGE, rows)], to=INT64)
         has_source = b.op("Expand", [b.const(np.bool_(True)), rows])
     return ragged_to_padded(
         b,

@@ -6,6 +6,18 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from graphgen._errors import GraphgenError
+from graphgen.contract import (
+    FORCED_BOS_TOKEN_ID,
+    ID_INPUTS,
+    NUM_BEAMS,
+    SEQUENCES,
+    SOURCE_LANGUAGE,
+    TARGET_LANGUAGE,
+    TEXT_LEVEL,
+    TRANSLATION,
+    FileInfo,
+    read_file_info,
+)
 
 SAMPLE_SENTENCES = (
     "Hello, world.",
@@ -55,33 +67,33 @@ def verify(
     import onnxruntime as ort
     import transformers
 
-    from graphgen.contract import read_file_info
     from graphgen.runtime.translator import Translator, session_options
     from graphgen.verify.parity import compare, generated_tokens, hf_generate
 
     sentences = read_sentences(sentences_file, limit)
     tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
     hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(checkpoint).eval()
-    session = ort.InferenceSession(model, session_options(extensions=read_file_info(model).needs_extensions))
-    text_level = session.get_modelmeta().custom_metadata_map.get("graphgen.interface") == "text"
+    info = read_file_info(model)
+    session = ort.InferenceSession(model, session_options(extensions=info.needs_extensions))
+    text_level = info.interface == TEXT_LEVEL
     translator = Translator(model) if text_level else None
     config = hf_model.generation_config
-    chosen = _languages(tokenizer, session, source_language, target_language)
+    chosen = _languages(tokenizer, info, source_language, target_language)
     hf_languages, graph_languages, forced = {}, {}, {}
     if chosen is not None:
         source, target, target_id = chosen
         print(f"languages: source {source}, target {target}", file=out)
-        hf_languages = forced = {"forced_bos_token_id": target_id}
-        graph_languages = {"source_language": source, "target_language": target}
+        hf_languages = forced = {FORCED_BOS_TOKEN_ID: target_id}  # the same name in HF and in the file
+        graph_languages = {SOURCE_LANGUAGE: source, TARGET_LANGUAGE: target}
     all_match = True
-    for label, settings in (("greedy", {"num_beams": 1}), (f"beam search ({config.num_beams} beams)", {})):
+    for label, settings in (("greedy", {NUM_BEAMS: 1}), (f"beam search ({config.num_beams} beams)", {})):
         expected_ids = hf_generate(hf_model, tokenizer, sentences, batch_size, **settings, **hf_languages)
         if translator is not None:
             expected = [[tokenizer.decode(list(ids), skip_special_tokens=True) for ids in row] for row in expected_ids]
             actual = []
             for start in range(0, len(sentences), batch_size):
                 chunk = sentences[start : start + batch_size]
-                result = translator.run(chunk, **settings, **graph_languages)["translation"]
+                result = translator.run(chunk, **settings, **graph_languages)[TRANSLATION]
                 actual += [[str(text) for text in row] for row in result]
         else:
             expected, actual = expected_ids, []
@@ -89,12 +101,9 @@ def verify(
                 batch = tokenizer(
                     sentences[start : start + batch_size], return_tensors="np", padding=True, truncation=True
                 )
-                feeds = {
-                    "input_ids": batch["input_ids"].astype(np.int32),
-                    "attention_mask": batch["attention_mask"].astype(np.int32),
-                }
+                feeds = {name: batch[name].astype(np.int32) for name in ID_INPUTS}  # HF's names too
                 feeds |= {k: np.array([v], dtype=np.int32) for k, v in (settings | forced).items()}
-                sequences = session.run(["sequences"], feeds)[0]
+                sequences = session.run([SEQUENCES], feeds)[0]
                 actual += [
                     [generated_tokens(h, config.eos_token_id, config.pad_token_id) for h in row] for row in sequences
                 ]
@@ -106,7 +115,7 @@ def verify(
     return all_match
 
 
-def _languages(tokenizer: Any, session: Any, source: str | None, target: str | None) -> tuple[str, str, int] | None:
+def _languages(tokenizer: Any, info: FileInfo, source: str | None, target: str | None) -> tuple[str, str, int] | None:
     """The source and target codes (the file's defaults unless given) and the target's token id, or
     ``None`` for tokenizers without language codes; the tokenizer's ``src_lang`` is set on the way."""
     from graphgen.text.languages import language_codes
@@ -116,9 +125,8 @@ def _languages(tokenizer: Any, session: Any, source: str | None, target: str | N
         if source is not None or target is not None:
             raise GraphgenError("this checkpoint's tokenizer has no language codes (Marian: >>xx<< in the text)")
         return None
-    meta = session.get_modelmeta().custom_metadata_map
-    source = source if source is not None else meta.get("graphgen.source_language", tokenizer.src_lang)
-    target = target if target is not None else meta.get("graphgen.target_language", "")
+    source = source if source is not None else (info.source_language or tokenizer.src_lang)
+    target = target if target is not None else (info.target_language or "")
     for name, code in (("source", source), ("target", target)):
         if code not in codes:
             hint = "" if code else " (verify needs a target language: pass --target-language)"

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from graphgen.contract import GENERATION_PARAMETERS, ID_INPUTS, NUM_RETURN_SEQUENCES, SEQUENCES
+
 
 def generated_tokens(row: Iterable[int], eos: int, pad: int) -> tuple[int, ...]:
     """Tokens after the decoder start, up to (not including) the first EOS or pad."""
@@ -35,7 +37,7 @@ def hf_generate(
     import torch
 
     config = model.generation_config
-    returns = settings.get("num_return_sequences", config.num_return_sequences or 1)
+    returns = settings.get(NUM_RETURN_SEQUENCES, config.num_return_sequences or 1)  # HF's name too
     results: list[list[tuple[int, ...]]] = []
     for chunk in _batches(sentences, batch_size):
         inputs = tokenizer(list(chunk), return_tensors="pt", padding=True, truncation=True)
@@ -52,14 +54,11 @@ def graph_generate(
     results: list[list[tuple[int, ...]]] = []
     for chunk in _batches(sentences, batch_size):
         inputs = tokenizer(list(chunk), return_tensors="np", padding=True, truncation=True)
-        feeds = {
-            "input_ids": inputs["input_ids"].astype(np.int32),
-            "attention_mask": inputs["attention_mask"].astype(np.int32),
-        }
+        feeds = {name: inputs[name].astype(np.int32) for name in ID_INPUTS}  # the HF tokenizer's names too
+        parameters = {p.name: p for p in GENERATION_PARAMETERS}
         for name, value in settings.items():
-            dtype = np.float32 if name in ("length_penalty", "repetition_penalty") else np.int32
-            feeds[name] = np.array([value], dtype=dtype)
-        sequences = session.run(["sequences"], feeds)[0]
+            feeds[name] = parameters[name].array(value) if name in parameters else np.array([value], dtype=np.int32)
+        sequences = session.run([SEQUENCES], feeds)[0]
         results += [[generated_tokens(hyp, eos, pad) for hyp in row] for row in sequences]
     return results
 
