@@ -13,15 +13,13 @@ runs the encoder and the first decoder step and holds the Loop whose body reads 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
+from onnx import GraphProto, ModelProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
 from graphgen._errors import GraphgenError, UnsupportedModelError
-from graphgen.checkpoint.safetensors import release_pages
 from graphgen.contract import (
     ATTENTION_MASK,
     EXTENSIONS,
@@ -30,7 +28,6 @@ from graphgen.contract import (
     ID_LEVEL,
     INPUT_IDS,
     PORTABLE,
-    SEQUENCE_SCORES,
     SEQUENCES,
     SOURCE_LANGUAGE,
     SOURCE_LANGUAGE_UTF8,
@@ -48,7 +45,6 @@ from graphgen.contract import (
 )
 from graphgen.custom_ops.builder import (
     EXTENSIONS_DOMAIN,
-    FLOAT,
     INT32,
     INT64,
     ML_DOMAIN,
@@ -62,27 +58,13 @@ from graphgen.custom_ops.builder import (
 from graphgen.custom_ops.text import join_strings
 from graphgen.custom_ops.utf8 import join_bytes
 from graphgen.deploy.save import StreamedWeights
+from graphgen.model.placement import Initializer, add_initializers, attach_weights, weight_values
 from graphgen.model.spec import ModelSpec
-from graphgen.model.transformer import build_decoder_graph, build_encoder_graph
-from graphgen.model.weights import quantized_weights
 from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
-from graphgen.passes.fp16 import float16_spec
+from graphgen.search import SEARCHES
 from graphgen.search.io import (
-    CHECKED_INPUT_IDS,
-    RAW_SEQUENCES,
-    id_level_io,
+    SearchCore,
     parameter_defaults,
-    source_length_check,
-    trim_sequences,
-)
-from graphgen.search.loop import NO_FORCED_BOS, loop_search
-from graphgen.search.op import (
-    SEARCH_CHUNKS,
-    SEARCH_CONSTANTS,
-    batch_safe_search,
-    batched_search,
-    op_max_length,
-    search_node,
 )
 from graphgen.text.languages import (
     LanguageVocabulary,
@@ -95,104 +77,6 @@ from graphgen.text.marian import MarianVocabulary, add_detokenizer, add_tokenize
 from graphgen.text.portable import add_portable_tokenizer
 
 IR_VERSION = 9  # opset 20's IR version
-
-
-def _weight_values(spec: ModelSpec, builders: Sequence[GraphBuilder]) -> dict[str, np.ndarray]:
-    values: dict[str, np.ndarray] = {}
-    for builder in builders:
-        for name in builder.weights_used:
-            values[name] = spec.weights[name]
-        for name, array in builder.derived_weights.items():
-            if name in values and not np.array_equal(values[name], array, equal_nan=True):
-                raise ValueError(f"derived weight {name} differs between subgraphs")
-            values[name] = array
-    return values
-
-
-@dataclass(frozen=True)
-class Weight:
-    """A weight that becomes a ``TensorProto`` only as it is added to the finished model."""
-
-    name: str
-    array: np.ndarray
-
-
-Initializer = TensorProto | Weight
-
-
-def add_initializers(graph: GraphProto, items: Iterable[Initializer], streamed: StreamedWeights | None = None) -> None:
-    """Append ``items`` to ``graph`` in order, making each weight's ``TensorProto`` just before.
-
-    The model's bytes then exist once: a list of ``TensorProto``s handed to ``make_graph``, the
-    graph and the model would each hold a copy (10.1 GB peak RSS to export NLLB-600M's 2.4 GB).
-    """
-    for item in items:
-        if isinstance(item, TensorProto):
-            graph.initializer.append(item)
-            continue
-        if item.array.dtype.kind not in "biuf":
-            graph.initializer.append(numpy_helper.from_array(item.array, item.name))
-            continue
-        # Made in place, as numpy_helper.from_array makes it (an appended TensorProto would be
-        # copied once more), then the checkpoint's pages behind the array let go.
-        tensor = graph.initializer.add()
-        tensor.name = item.name
-        tensor.data_type = helper.np_dtype_to_tensor_dtype(item.array.dtype)
-        tensor.dims.extend(item.array.shape)
-        if streamed is not None and streamed.holds(item.array):
-            streamed.write(tensor, item.array)
-        else:
-            tensor.raw_data = item.array.tobytes()
-        release_pages(item.array)
-
-
-def place_weights(
-    spec: ModelSpec, parts: Sequence[tuple[GraphProto, GraphBuilder]], all_outer: bool = False
-) -> tuple[list[Initializer], dict[str, list[Initializer]]]:
-    """Which weights the graph around the subgraphs holds, and which each subgraph holds (by graph
-    name): a weight read by one subgraph is that subgraph's; with ``all_outer`` (subgraphs used by
-    two nodes) every weight is outer. The subgraphs' own weights are attached once the model is
-    assembled (``attach_weights``)."""
-    builders = [builder for _, builder in parts]
-    values = _weight_values(spec, builders)
-    usage = Counter(name for b in builders for name in {*b.weights_used, *b.derived_weights})
-    outer: list[Initializer] = []
-    own: dict[str, list[Initializer]] = {}
-    for name in sorted(values):
-        tensor = Weight(name, values[name])
-        if usage[name] > 1 or all_outer:
-            outer.append(tensor)
-            continue
-        for graph, builder in parts:
-            if name in builder.weights_used or name in builder.derived_weights:
-                own.setdefault(graph.name, []).append(tensor)
-    return outer, own
-
-
-def attach_weights(
-    model: ModelProto, weights: dict[str, list[Initializer]], streamed: StreamedWeights | None = None
-) -> None:
-    """Append each subgraph's weights to it, found by graph name, in the finished model.
-
-    Done last because protobuf copies a message by serializing it, which fails past 2 GB: a
-    subgraph holding NLLB-600M's weights cannot be copied into a node attribute, while the
-    tensors added one by one to the graph already in place can (and the file is written with
-    external data, ``_save``).
-    """
-    found: Counter[str] = Counter()
-
-    def visit(graph: GraphProto) -> None:
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.type == AttributeProto.GRAPH:
-                    if attribute.g.name in weights:
-                        found[attribute.g.name] += 1
-                        add_initializers(attribute.g, weights[attribute.g.name], streamed)
-                    visit(attribute.g)
-
-    visit(model.graph)
-    if any(found[name] != 1 for name in weights):
-        raise ValueError(f"subgraphs for weights not found exactly once: {dict(found)}")
 
 
 def metadata(
@@ -239,87 +123,18 @@ def make_model(graph: GraphProto, props: dict[str, str], domains: Sequence[tuple
     return model
 
 
-@dataclass
-class _SearchCore:
-    """ids → ``sequences``/``sequence_scores``: what both interfaces share."""
-
-    nodes: list[NodeProto]
-    initializers: list[Initializer]  # weights shared by the subgraphs, defaults, search constants
-    inputs: list[ValueInfoProto]  # input_ids, attention_mask, then the optional search parameters
-    outputs: list[ValueInfoProto]
-    subgraph_weights: dict[str, list[Initializer]] = field(default_factory=dict)  # see attach_weights
-
-
-def _loop_search_core(spec: ModelSpec, quantization: str, too_long_remedy: str, float16: bool = False) -> _SearchCore:
-    """The search in standard ops (``_loop_search``): every weight in the outer graph, which the
-    loop body reads directly (one level down, where ORT still prepacks). ``float16``: the layers in
-    float16 (``_fp16.float16_spec``), the search in float32."""
-    weights = quantized_weights(spec, quantization)
-    layers = float16_spec(spec) if float16 else spec
-    search = loop_search(
-        layers, weights, CHECKED_INPUT_IDS, ATTENTION_MASK, RAW_SEQUENCES, SEQUENCE_SCORES, float16=float16
-    )
-    tensors = [Weight(n, a) for n, a in sorted(_weight_values(layers, search.builders).items())]
-    inputs, defaults, outputs = id_level_io(spec)
-    inputs.append(helper.make_tensor_value_info(FORCED_BOS_TOKEN_ID, INT32, ["forced_bos_rows"]))
-    defaults.append(numpy_helper.from_array(forced_bos_default(spec), FORCED_BOS_TOKEN_ID))
-    check = source_length_check(spec, too_long_remedy)
-    trim = trim_sequences(spec)
-    return _SearchCore(
-        nodes=[*check.nodes, *search.nodes, *trim.nodes],
-        initializers=[*defaults, *check.constants, *search.constants, *trim.constants, *tensors],
-        inputs=inputs,
-        outputs=outputs,
-    )
-
-
 def _quantization(int8: bool, int4: bool) -> str:
     if int8 and int4:
         raise GraphgenError("--int8 and --int4 cannot be combined")
     return "int8" if int8 else "int4" if int4 else ""
 
 
-def forced_bos_default(spec: ModelSpec) -> np.ndarray:
-    forced = spec.generation.forced_bos_token_id
-    return np.array([NO_FORCED_BOS if forced is None else forced], dtype=np.int32)
-
-
 def _search_core(
-    spec: ModelSpec, quantization: str, too_long_remedy: str, search: str = "op", float16: bool = False
-) -> _SearchCore:
-    """``float16`` is for the loop search; the op's float16 file is made by ``_fp16.to_float16``."""
-    if search == "loop":
-        return _loop_search_core(spec, quantization, too_long_remedy, float16)
-    if quantization == "int4":
-        raise GraphgenError("int4 weights run in graphgen's own search: export with search='loop' (the default)")
-    if spec.generation.forced_bos_token_id is not None:
-        raise UnsupportedModelError(
-            "the checkpoint's generation config forces a first token (forced_bos_token_id), "
-            "which only graphgen's own search does: export with search='loop' (the default)"
-        )
-    weights = quantized_weights(spec, quantization)
-    encoder = build_encoder_graph(spec, weights)
-    decoder = build_decoder_graph(spec, weights)
-    # With early stopping one batched BeamSearch node is exact: single-use weights become subgraph
-    # initializers, shared ones go one level up. Otherwise two BeamSearch nodes share the subgraphs
-    # and every weight goes to the Loop body around them (see batch_safe_search).
-    early_stopping = spec.generation.early_stopping
-    shared, own = place_weights(spec, [encoder, decoder], all_outer=not early_stopping)
-    node, extras = search_node(spec, encoder[0], decoder[0], input_ids=CHECKED_INPUT_IDS)
-    if early_stopping:
-        outer_weights, search = shared, batched_search(node)
-    else:
-        outer_weights, search, own = [], batch_safe_search(node), {SEARCH_CHUNKS: shared}
-    inputs, defaults, outputs = id_level_io(spec)
-    check = source_length_check(spec, too_long_remedy)
-    trim = trim_sequences(spec)
-    return _SearchCore(
-        nodes=[*check.nodes, *op_max_length(spec), *search, *trim.nodes],
-        initializers=[*defaults, *extras, *SEARCH_CONSTANTS, *check.constants, *trim.constants, *outer_weights],
-        inputs=inputs,
-        outputs=outputs,
-        subgraph_weights=own,
-    )
+    spec: ModelSpec, quantization: str, too_long_remedy: str, search: str, float16: bool = False
+) -> SearchCore:
+    chosen = SEARCHES[search]
+    chosen.check(spec, quantization)
+    return chosen.build_core(spec, quantization, too_long_remedy, float16)
 
 
 def build_id_model(
@@ -491,7 +306,7 @@ def build_text_model(
     if not strings and tokenizer != PORTABLE:
         raise GraphgenError("a file without strings needs the portable tokenizer (--tokenizer onnx)")
     coded = vocabulary if isinstance(vocabulary, LanguageVocabulary) and vocabulary.languages else None
-    if coded is not None and search != "loop":
+    if coded is not None and not SEARCHES[search].forced_first_token:
         raise UnsupportedModelError("target languages are forced by graphgen's own search: use search='loop'")
     remedy = f"shorten it, or set the optional input {TRUNCATE} to true to cut it"
     quantization = _quantization(int8, int4)
@@ -545,11 +360,11 @@ def standalone_subgraph(spec: ModelSpec, part: tuple[GraphProto, GraphBuilder]) 
     graph, builder = part
     standalone = GraphProto()
     standalone.CopyFrom(graph)
-    for name, array in _weight_values(spec, [builder]).items():
+    for name, array in weight_values(spec, [builder]).items():
         standalone.initializer.append(numpy_helper.from_array(array, name))
     for name in sorted(builder.outer_used):
         standalone.input.append(helper.make_tensor_value_info(name, INT32, [1]))
     return make_model(standalone, {})
 
 
-__all__ = ["FLOAT", "build_id_model", "build_text_model", "place_weights", "standalone_subgraph"]
+__all__ = ["build_id_model", "build_text_model", "standalone_subgraph"]

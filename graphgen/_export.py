@@ -20,20 +20,11 @@ from graphgen.contract import ID_LEVEL, PORTABLE, TEXT_LEVEL, TOKENIZERS
 from graphgen.deploy.mobile import ORT_PLATFORMS, write_ort
 from graphgen.deploy.save import check_output_path, past_protobuf_limit, save_model, streamed_weights
 from graphgen.passes.fp16 import Float16Error, to_float16
+from graphgen.search import choose_search
 from graphgen.text.languages import is_language_tokenizer, load_language_vocabulary
 from graphgen.text.marian import load_vocabulary
 
 log = logging.getLogger(__name__)
-
-
-SEARCHES = ("auto", "loop", "op")
-
-
-def choose_search(search: str) -> str:
-    """``"loop"`` or ``"op"`` for ``search``; an explicit choice that cannot be honoured is an error."""
-    if search not in SEARCHES:
-        raise GraphgenError(f"unknown search {search!r}; choose one of {', '.join(SEARCHES)}")
-    return "loop" if search == "auto" else search
 
 
 def tokenizer_kind(tokenizer: bool | str) -> str | None:
@@ -117,8 +108,9 @@ def export(
     spec = checkpoint.spec
     if early_stopping is not None:
         spec.generation = dataclasses.replace(spec.generation, early_stopping=early_stopping)
-    search = choose_search(search)
-    float16_layers = fp16 and search == "loop"
+    chosen = choose_search(search)
+    search = chosen.name
+    float16_layers = fp16 and chosen.float16_layers
     report(
         f"building graphs ({search} search): {spec.architecture}, {spec.encoder_layers}+{spec.decoder_layers} layers, "
         f"d_model {spec.d_model}, vocab {spec.target_vocab_size}"
@@ -127,7 +119,7 @@ def export(
     # op's float16 pass converts a finished model, so that one is built in memory).
     share = 0.25 if int8 else 0.14 if int4 else 0.5 if fp16 else 1.0
     weight_bytes = share * sum(array.nbytes for array in spec.weights.values())
-    stream = past_protobuf_limit(weight_bytes) and not (fp16 and search == "op")
+    stream = past_protobuf_limit(weight_bytes) and not (fp16 and not float16_layers)
     with streamed_weights(path) if stream else contextlib.nullcontext() as streamed:
         if vocabulary is None:
             onnx_model = build_id_model(

@@ -9,8 +9,10 @@ and ``sequence_scores``; :func:`trim_sequences` cuts the former to ``sequences``
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
-from onnx import TensorProto, ValueInfoProto, helper, numpy_helper
+from onnx import NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
 from graphgen._errors import SOURCE_TOO_LONG_PREFIX
 from graphgen.contract import (
@@ -28,6 +30,7 @@ from graphgen.contract import (
 )
 from graphgen.custom_ops import fail_when
 from graphgen.custom_ops.builder import FLOAT, INT32, INT64, GraphBuilder, i64
+from graphgen.model.placement import Initializer
 from graphgen.model.spec import ModelSpec
 
 RAW_SEQUENCES = "search_sequences"
@@ -108,3 +111,14 @@ def id_level_io(spec: ModelSpec) -> tuple[list[ValueInfoProto], list[TensorProto
         helper.make_tensor_value_info(SEQUENCE_SCORES, FLOAT, ["batch", "num_return_sequences"]),
     ]
     return inputs, defaults, outputs
+
+
+@dataclass
+class SearchCore:
+    """A search built: ids → ``sequences``/``sequence_scores``, what the id-level and text-level files share."""
+
+    nodes: list[NodeProto]
+    initializers: list[Initializer]  # weights shared by the subgraphs, defaults, search constants
+    inputs: list[ValueInfoProto]  # input_ids, attention_mask, then the optional search parameters
+    outputs: list[ValueInfoProto]
+    subgraph_weights: dict[str, list[Initializer]] = field(default_factory=dict)  # see attach_weights

@@ -29,9 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from onnx import GraphProto, NodeProto, TensorProto, helper
+from onnx import GraphProto, NodeProto, TensorProto, helper, numpy_helper
 
 from graphgen.contract import (
+    ATTENTION_MASK,
     FORCED_BOS_TOKEN_ID,
     LENGTH_PENALTY,
     MAX_LENGTH,
@@ -39,12 +40,23 @@ from graphgen.contract import (
     NUM_BEAMS,
     NUM_RETURN_SEQUENCES,
     REPETITION_PENALTY,
+    SEQUENCE_SCORES,
 )
 from graphgen.custom_ops import fail_when
 from graphgen.custom_ops.builder import BOOL, FLOAT, FLOAT16, INT32, INT64, GraphBuilder, i64
+from graphgen.model.placement import Weight, weight_values
 from graphgen.model.spec import ModelSpec
 from graphgen.model.transformer import NEG_INF, _Transformer
-from graphgen.model.weights import QuantizedWeights
+from graphgen.model.weights import QuantizedWeights, quantized_weights
+from graphgen.passes.fp16 import float16_spec
+from graphgen.search.io import (
+    CHECKED_INPUT_IDS,
+    RAW_SEQUENCES,
+    SearchCore,
+    id_level_io,
+    source_length_check,
+    trim_sequences,
+)
 
 # HF's stand-in for "no score" (running beams 1.. at the start, empty finished slots, ended beams).
 NO_SCORE = np.float32(-1e9)
@@ -577,3 +589,31 @@ def loop_search(
     b.op("Concat", [head, tail], outputs=[sequences], axis=2)
     b.op("Slice", [finished_scores, b.const(i64(0)), returned, b.const(i64(1))], outputs=[scores])
     return LoopSearch(nodes=b.nodes, constants=b.constants, builders=[b, body])
+
+
+def forced_bos_default(spec: ModelSpec) -> np.ndarray:
+    forced = spec.generation.forced_bos_token_id
+    return np.array([NO_FORCED_BOS if forced is None else forced], dtype=np.int32)
+
+
+def build_core(spec: ModelSpec, quantization: str, too_long_remedy: str, float16: bool = False) -> SearchCore:
+    """The search in standard ops: every weight in the outer graph, which the loop body reads
+    directly (one level down, where ORT still prepacks). ``float16``: the layers in float16
+    (``passes.fp16.float16_spec``), the search in float32."""
+    weights = quantized_weights(spec, quantization)
+    layers = float16_spec(spec) if float16 else spec
+    search = loop_search(
+        layers, weights, CHECKED_INPUT_IDS, ATTENTION_MASK, RAW_SEQUENCES, SEQUENCE_SCORES, float16=float16
+    )
+    tensors = [Weight(n, a) for n, a in sorted(weight_values(layers, search.builders).items())]
+    inputs, defaults, outputs = id_level_io(spec)
+    inputs.append(helper.make_tensor_value_info(FORCED_BOS_TOKEN_ID, INT32, ["forced_bos_rows"]))
+    defaults.append(numpy_helper.from_array(forced_bos_default(spec), FORCED_BOS_TOKEN_ID))
+    check = source_length_check(spec, too_long_remedy)
+    trim = trim_sequences(spec)
+    return SearchCore(
+        nodes=[*check.nodes, *search.nodes, *trim.nodes],
+        initializers=[*defaults, *check.constants, *search.constants, *trim.constants, *tensors],
+        inputs=inputs,
+        outputs=outputs,
+    )

@@ -18,8 +18,18 @@ from graphgen.contract import (
     SEQUENCE_SCORES,
 )
 from graphgen.custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, i64
+from graphgen.model.placement import place_weights
 from graphgen.model.spec import ModelSpec
-from graphgen.search.io import RAW_SEQUENCES
+from graphgen.model.transformer import build_decoder_graph, build_encoder_graph
+from graphgen.model.weights import quantized_weights
+from graphgen.search.io import (
+    CHECKED_INPUT_IDS,
+    RAW_SEQUENCES,
+    SearchCore,
+    id_level_io,
+    source_length_check,
+    trim_sequences,
+)
 
 # Where search_node puts each of these in the BeamSearch op's input list.
 SEARCH_INPUT_POSITIONS = {
@@ -240,3 +250,31 @@ SEARCH_CONSTANTS = [
     numpy_helper.from_array(i64(-1), "search_minus_one"),
     numpy_helper.from_array(np.array([1], dtype=np.int32), "search_one_beam"),
 ]
+
+
+def build_core(spec: ModelSpec, quantization: str, too_long_remedy: str, float16: bool = False) -> SearchCore:
+    """The BeamSearch op over the encoder and decoder subgraphs (``float16`` is not built here: export
+    converts the finished file with ``passes.fp16.to_float16``)."""
+    weights = quantized_weights(spec, quantization)
+    encoder = build_encoder_graph(spec, weights)
+    decoder = build_decoder_graph(spec, weights)
+    # With early stopping one batched BeamSearch node is exact: single-use weights become subgraph
+    # initializers, shared ones go one level up. Otherwise two BeamSearch nodes share the subgraphs
+    # and every weight goes to the Loop body around them (see batch_safe_search).
+    early_stopping = spec.generation.early_stopping
+    shared, own = place_weights(spec, [encoder, decoder], all_outer=not early_stopping)
+    node, extras = search_node(spec, encoder[0], decoder[0], input_ids=CHECKED_INPUT_IDS)
+    if early_stopping:
+        outer_weights, search = shared, batched_search(node)
+    else:
+        outer_weights, search, own = [], batch_safe_search(node), {SEARCH_CHUNKS: shared}
+    inputs, defaults, outputs = id_level_io(spec)
+    check = source_length_check(spec, too_long_remedy)
+    trim = trim_sequences(spec)
+    return SearchCore(
+        nodes=[*check.nodes, *op_max_length(spec), *search, *trim.nodes],
+        initializers=[*defaults, *extras, *SEARCH_CONSTANTS, *check.constants, *trim.constants, *outer_weights],
+        inputs=inputs,
+        outputs=outputs,
+        subgraph_weights=own,
+    )
