@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from onnx import GraphProto, NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
@@ -83,7 +84,7 @@ class GraphBuilder:
         inputs: Sequence[str],
         outputs: Sequence[str] | int = 1,
         domain: str = "",
-        **attributes: object,
+        **attributes: Any,
     ) -> str:
         if isinstance(outputs, int):
             outputs = [self.fresh(op_type.lower()) for _ in range(outputs)]
@@ -94,7 +95,7 @@ class GraphBuilder:
         )
         return outputs[0]
 
-    def op_multi(self, op_type: str, inputs: Sequence[str], count: int, **attributes: object) -> list[str]:
+    def op_multi(self, op_type: str, inputs: Sequence[str], count: int, **attributes: Any) -> list[str]:
         outputs = [self.fresh(op_type.lower()) for _ in range(count)]
         self.op(op_type, inputs, outputs=outputs, **attributes)
         return outputs

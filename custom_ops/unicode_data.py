@@ -16,8 +16,10 @@ the ``WhitespaceSplit`` pre-tokenizer and the ``Strip`` normalizer use.
 
 from __future__ import annotations
 
+import importlib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +99,6 @@ def _probe_normalizer() -> object:
     import tempfile
 
     import sentencepiece as spm
-    from sentencepiece import sentencepiece_model_pb2
     from tokenizers import normalizers
 
     with tempfile.TemporaryDirectory() as folder:
@@ -113,7 +114,8 @@ def _probe_normalizer() -> object:
             normalization_rule_tsv=str(rules),
             minloglevel=2,
         )
-    proto = sentencepiece_model_pb2.ModelProto()
+    messages: Any = importlib.import_module("sentencepiece.sentencepiece_model_pb2")  # no type stubs
+    proto = messages.ModelProto()
     proto.ParseFromString(model.getvalue())
     return normalizers.Precompiled(proto.normalizer_spec.precompiled_charsmap)
 

@@ -67,14 +67,10 @@ from graphgen.search.io import (
     parameter_defaults,
 )
 from graphgen.text.languages import (
-    LanguageVocabulary,
-    add_language_detokenizer,
-    add_language_tokenizer,
-    language_detokenizer_index,
     language_ids,
 )
-from graphgen.text.marian import MarianVocabulary, add_detokenizer, add_tokenizer, detokenizer_index
 from graphgen.text.portable import add_portable_tokenizer
+from graphgen.text.vocabulary import Vocabulary
 
 IR_VERSION = 9  # opset 20's IR version
 
@@ -159,7 +155,7 @@ def build_id_model(
     return model
 
 
-def _language_defaults(spec: ModelSpec, vocabulary: LanguageVocabulary) -> tuple[str, str]:
+def _language_defaults(spec: ModelSpec, vocabulary: Vocabulary) -> tuple[str, str]:
     """Default source and target codes: the tokenizer's ``src_lang``, the generation config's forced token."""
     forced = spec.generation.forced_bos_token_id
     if forced is None:
@@ -199,8 +195,8 @@ def _language_input(name: str, default: str, utf8: bool) -> tuple[ValueInfoProto
 
 def _text_ends(
     spec: ModelSpec,
-    vocabulary: MarianVocabulary | LanguageVocabulary,
-    coded: LanguageVocabulary | None,
+    vocabulary: Vocabulary,
+    coded: Vocabulary | None,
     tokenizer: str,
     strings: bool,
 ) -> _TextEnds:
@@ -222,12 +218,8 @@ def _text_ends(
     languages = (SOURCE_LANGUAGE, TARGET_LANGUAGE) if strings else (SOURCE_LANGUAGE_UTF8, TARGET_LANGUAGE_UTF8)
     outputs: list[ValueInfoProto] = []
     if portable:
-        if isinstance(vocabulary, MarianVocabulary):
-            portable_spec = vocabulary.portable_spec(spec.eos_token_id, spec.pad_token_id)
-            index, texts = detokenizer_index(post, SEQUENCES, vocabulary)
-        else:
-            portable_spec = vocabulary.portable_spec()
-            index, texts = language_detokenizer_index(post, SEQUENCES, vocabulary, spec.target_vocab_size)
+        portable_spec = vocabulary.portable_tokenizer(spec)
+        index, texts = vocabulary.detokenizer_table(post, SEQUENCES, spec)
         source_ids = None
         if coded is not None:
             source = language_ids(pre, languages[0], coded, SOURCE_LANGUAGE, rows, utf8=not strings)
@@ -244,14 +236,10 @@ def _text_ends(
             ),
             helper.make_tensor_value_info(TRANSLATION_LENGTHS, INT64, ["batch", "num_return_sequences"]),
         ]
-    elif isinstance(vocabulary, MarianVocabulary):
-        ids, mask = add_tokenizer(pre, TEXT, vocabulary, spec.eos_token_id, spec.pad_token_id, max_length=limit)
-        post.op("Identity", [add_detokenizer(post, SEQUENCES, vocabulary)], outputs=[TRANSLATION])
     else:
         source_input = SOURCE_LANGUAGE if coded is not None else None
-        ids, mask = add_language_tokenizer(pre, TEXT, source_input, vocabulary, max_length=limit)
-        detokenized = add_language_detokenizer(post, SEQUENCES, vocabulary, spec.target_vocab_size)
-        post.op("Identity", [detokenized], outputs=[TRANSLATION])
+        ids, mask = vocabulary.add_extensions_tokenizer(pre, TEXT, source_input, spec, limit)
+        post.op("Identity", [vocabulary.add_extensions_detokenizer(post, SEQUENCES, spec)], outputs=[TRANSLATION])
     if strings:
         outputs.insert(0, helper.make_tensor_value_info(TRANSLATION, STRING, ["batch", "num_return_sequences"]))
     pre.op("Identity", [ids], outputs=[INPUT_IDS])
@@ -274,7 +262,7 @@ def _text_ends(
 
 def build_text_model(
     spec: ModelSpec,
-    vocabulary: MarianVocabulary | LanguageVocabulary,
+    vocabulary: Vocabulary,
     *,
     int8: bool = False,
     int4: bool = False,
@@ -305,7 +293,7 @@ def build_text_model(
         raise GraphgenError(f"unknown tokenizer {tokenizer!r}; choose one of {', '.join(TOKENIZERS)}")
     if not strings and tokenizer != PORTABLE:
         raise GraphgenError("a file without strings needs the portable tokenizer (--tokenizer onnx)")
-    coded = vocabulary if isinstance(vocabulary, LanguageVocabulary) and vocabulary.languages else None
+    coded = vocabulary if vocabulary.languages else None
     if coded is not None and not SEARCHES[search].forced_first_token:
         raise UnsupportedModelError("target languages are forced by graphgen's own search: use search='loop'")
     remedy = f"shorten it, or set the optional input {TRUNCATE} to true to cut it"

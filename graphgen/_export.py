@@ -15,14 +15,13 @@ from pathlib import Path
 
 from graphgen._assemble import build_id_model, build_text_model, set_precision
 from graphgen._errors import GraphgenError
-from graphgen.checkpoint.load import check_tokenizer_files, load_checkpoint
+from graphgen.checkpoint.load import load_checkpoint
 from graphgen.contract import ID_LEVEL, PORTABLE, TEXT_LEVEL, TOKENIZERS
 from graphgen.deploy.mobile import ORT_PLATFORMS, write_ort
 from graphgen.deploy.save import check_output_path, past_protobuf_limit, save_model, streamed_weights
 from graphgen.passes.fp16 import Float16Error, to_float16
 from graphgen.search import choose_search
-from graphgen.text.languages import is_language_tokenizer, load_language_vocabulary
-from graphgen.text.marian import load_vocabulary
+from graphgen.text.vocabulary import load_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -99,12 +98,7 @@ def export(
     path = check_output_path(Path(output))
     report(f"loading {model}")
     checkpoint = load_checkpoint(model)
-    vocabulary = None
-    if kind and is_language_tokenizer(checkpoint.directory):
-        vocabulary = load_language_vocabulary(checkpoint.directory)
-    elif kind:
-        check_tokenizer_files(checkpoint.directory)
-        vocabulary = load_vocabulary(checkpoint.directory)
+    vocabulary = load_vocabulary(checkpoint.directory) if kind else None
     spec = checkpoint.spec
     if early_stopping is not None:
         spec.generation = dataclasses.replace(spec.generation, early_stopping=early_stopping)
@@ -121,7 +115,7 @@ def export(
     weight_bytes = share * sum(array.nbytes for array in spec.weights.values())
     stream = past_protobuf_limit(weight_bytes) and not (fp16 and not float16_layers)
     with streamed_weights(path) if stream else contextlib.nullcontext() as streamed:
-        if vocabulary is None:
+        if vocabulary is None or kind is None:
             onnx_model = build_id_model(
                 spec, int8=int8, int4=int4, search=search, float16=float16_layers, streamed=streamed
             )

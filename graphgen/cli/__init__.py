@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from graphgen._errors import GraphgenError
 from graphgen.contract import TOKENIZERS
@@ -50,7 +51,7 @@ def _generation_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--repetition-penalty", type=float, help="penalty on tokens already generated (1.0 is off)")
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, object]:
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     names = ("num_beams", "num_return_sequences", "max_length", "min_length", "length_penalty", "repetition_penalty")
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 

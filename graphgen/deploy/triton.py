@@ -54,7 +54,7 @@ def _dims(value: ValueInfoProto) -> list[int]:
 
 
 def _tensor_entry(value: ValueInfoProto) -> str:
-    elem = value.type.tensor_type.elem_type
+    elem = TensorProto.DataType.ValueType(value.type.tensor_type.elem_type)
     if elem not in _TRITON_TYPES:
         raise GraphgenError(f"{value.name}: element type {TensorProto.DataType.Name(elem)} has no Triton type")
     dims = _dims(value)

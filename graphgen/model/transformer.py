@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 from onnx import GraphProto
@@ -338,7 +339,7 @@ class _Transformer:
                 return self.linear(attended, f"{prefix}.self_attn.out")
 
             x = self.sublayer(x, f"{prefix}.self_attn_layer_norm", attend)
-            x = self.sublayer(x, f"{prefix}.final_layer_norm", lambda h, prefix=prefix: self.feed_forward(h, prefix))
+            x = self.sublayer(x, f"{prefix}.final_layer_norm", partial(self.feed_forward, prefix=prefix))
         return self.stack_end(x, "encoder")
 
     def cross_caches(self, encoder_states: str) -> list[tuple[str, str]]:
@@ -392,7 +393,7 @@ class _Transformer:
 
             x = self.sublayer(x, f"{prefix}.self_attn_layer_norm", attend_self)
             x = self.sublayer(x, f"{prefix}.encoder_attn_layer_norm", attend_source)
-            x = self.sublayer(x, f"{prefix}.final_layer_norm", lambda h, prefix=prefix: self.feed_forward(h, prefix))
+            x = self.sublayer(x, f"{prefix}.final_layer_norm", partial(self.feed_forward, prefix=prefix))
         x = self.stack_end(x, "decoder")
         if not processors:
             return self.logits(x, None), presents

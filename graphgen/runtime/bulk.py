@@ -316,14 +316,14 @@ def translate_file(
             settings=settings,
         )
         chunk: list[bytes] = []
-        for text, error in outputs:
-            if error is not None:
+        for text, failure in outputs:
+            if failure is not None:
                 if on_error == "fail":
                     _write(target_file, chunk)
                     result.lines += len(chunk)
-                    raise BulkError(error)
-                report(error)
-                result.skipped.append(error)
+                    raise BulkError(failure)
+                report(failure)
+                result.skipped.append(failure)
             chunk.append(text.encode("utf-8") + b"\n")
             if len(chunk) >= window:
                 _write(target_file, chunk)

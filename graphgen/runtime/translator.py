@@ -250,7 +250,7 @@ class Translator:
         Each text is checked with a search cut to its first step, so this costs about one encoder
         pass per text.
         """
-        cheap = {NUM_BEAMS: 1, NUM_RETURN_SEQUENCES: 1, MAX_LENGTH: 3, MIN_LENGTH: 0}
+        cheap: dict[str, Any] = {NUM_BEAMS: 1, NUM_RETURN_SEQUENCES: 1, MAX_LENGTH: 3, MIN_LENGTH: 0}
         cheap = {name: value for name, value in cheap.items() if name in self._inputs}  # a baked copy fixes them
         found = []
         for index, text in enumerate(texts):

@@ -33,7 +33,8 @@ class Search:
 
     @property
     def build_core(self) -> Callable[[ModelSpec, str, str, bool], SearchCore]:
-        return importlib.import_module(self.module).build_core  # type: ignore[no-any-return]
+        builder: Callable[[ModelSpec, str, str, bool], SearchCore] = importlib.import_module(self.module).build_core
+        return builder
 
     def check(self, spec: ModelSpec, quantization: str) -> None:
         """Refuse, with the way out, what this search cannot build."""

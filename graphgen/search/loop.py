@@ -108,7 +108,7 @@ class _Beams:
         ]
 
 
-STATE_TYPES = [
+STATE_TYPES: list[tuple[int, list[str | int]]] = [
     (INT32, ["rows", 1]),
     (INT32, ["batch", "beams", "length"]),
     (FLOAT, ["batch", "beams"]),
@@ -151,7 +151,7 @@ class _Search:
         self.is_greedy = b.op("Squeeze", [b.op("Equal", [num_beams, b.const(np.array([1], dtype=np.int32))])])
         self.early_stopping = b.op("Or", [self.is_greedy, b.const(np.bool_(spec.generation.early_stopping))])
         self.penalised = b.op(
-            "Squeeze", [b.op("Not", [b.op("Equal", [REPETITION_PENALTY, b.const(np.float32([1.0]))])])]
+            "Squeeze", [b.op("Not", [b.op("Equal", [REPETITION_PENALTY, b.const(np.array([1.0], dtype=np.float32))])])]
         )
         self.top_beams = b.op(
             "Less",
@@ -537,7 +537,7 @@ def loop_search(
     ]
     for name, (elem, shape) in zip(state_in, STATE_TYPES, strict=True):
         body.input(name, elem, shape)
-    cache_shape = ["rows", heads, "past", spec.head_dim(heads)]
+    cache_shape: list[str | int] = ["rows", heads, "past", spec.head_dim(heads)]
     past = []
     for index in range(spec.decoder_layers):
         key = body.input(f"search_step/past_key_{index}", cache_type, cache_shape)

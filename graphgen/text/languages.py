@@ -57,8 +57,11 @@ from graphgen.custom_ops.builder import BOOL, INT32, INT64, i64
 from graphgen.custom_ops.flat import counts
 from graphgen.custom_ops.trie import CodepointTrie, lookup
 from graphgen.custom_ops.utf8 import decode_utf8
+from graphgen.model.spec import ModelSpec
 from graphgen.text.marian import check_spm, sentencepiece_op
 from graphgen.text.portable import PipelineSteps, PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
+from graphgen.text.sentencepiece import parse_model
+from graphgen.text.vocabulary import Vocabulary
 
 NO_LANGUAGE = ""  # a target_language that forces nothing (HF generate without forced_bos_token_id)
 METASPACE = "\u2581"
@@ -135,6 +138,21 @@ class LanguageVocabulary:
                 name=name,
             )
         return spec_for_tokenizers(json.loads(self.pipeline), self.split_tokens, self.eos_id, self.pad_id, name)
+
+    # The text.vocabulary.Vocabulary interface.
+    def portable_tokenizer(self, spec: ModelSpec) -> PortableSpec:
+        return self.portable_spec()
+
+    def detokenizer_table(self, b: GraphBuilder, sequences: str, spec: ModelSpec) -> tuple[str, np.ndarray]:
+        return language_detokenizer_index(b, sequences, self, spec.target_vocab_size)
+
+    def add_extensions_tokenizer(
+        self, b: GraphBuilder, text: str, source_language: str | None, spec: ModelSpec, max_length: int | str
+    ) -> tuple[str, str]:
+        return add_language_tokenizer(b, text, source_language, self, max_length=max_length)
+
+    def add_extensions_detokenizer(self, b: GraphBuilder, sequences: str, spec: ModelSpec) -> str:
+        return add_language_detokenizer(b, sequences, self, spec.target_vocab_size)
 
     @property
     def split_tokens(self) -> dict[str, int]:
@@ -246,10 +264,7 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
 
 
 def _keeping_whitespace(model: bytes) -> bytes:
-    from sentencepiece import sentencepiece_model_pb2
-
-    proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString(model)
+    proto = parse_model(model)
     proto.normalizer_spec.remove_extra_whitespaces = False
     return proto.SerializeToString()
 
@@ -276,7 +291,7 @@ def _ends_in_whitespace(b: GraphBuilder, chunks: str, vocabulary: LanguageVocabu
 
 
 def language_ids(
-    b: GraphBuilder, codes: str, vocabulary: LanguageVocabulary, input_name: str, rows: str, utf8: bool = False
+    b: GraphBuilder, codes: str, vocabulary: Vocabulary, input_name: str, rows: str, utf8: bool = False
 ) -> str:
     """Codes ``[1]`` or ``[rows]`` → int32 token ids ``[rows]``; an unknown code stops the run. The
     codes are strings, or with ``utf8`` zero-padded UTF-8 rows (uint8 ``[1 or rows, bytes]``), looked

@@ -38,7 +38,9 @@ from graphgen.custom_ops import (
     strip_tables,
 )
 from graphgen.custom_ops.builder import EXTENSIONS_DOMAIN, i64
+from graphgen.model.spec import ModelSpec
 from graphgen.text.portable import PortableSpec, spec_for_sentencepiece
+from graphgen.text.sentencepiece import parse_model
 
 SPECIAL_TOKENS = ("</s>", "<unk>", "<pad>")
 
@@ -65,6 +67,29 @@ class MarianVocabulary:
             self.source_spm, self.source_vocab, self.unk_id, eos_id, pad_id, specials, marian=True, name="source.spm"
         )
 
+    # The text.vocabulary.Vocabulary interface. Marian models take the target as a >>xx<< token in the text.
+    @property
+    def languages(self) -> dict[str, int]:
+        return {}
+
+    @property
+    def default_source(self) -> str:
+        return ""
+
+    def portable_tokenizer(self, spec: ModelSpec) -> PortableSpec:
+        return self.portable_spec(spec.eos_token_id, spec.pad_token_id)
+
+    def detokenizer_table(self, b: GraphBuilder, sequences: str, spec: ModelSpec) -> tuple[str, np.ndarray]:
+        return detokenizer_index(b, sequences, self)
+
+    def add_extensions_tokenizer(
+        self, b: GraphBuilder, text: str, source_language: str | None, spec: ModelSpec, max_length: int | str
+    ) -> tuple[str, str]:
+        return add_tokenizer(b, text, self, spec.eos_token_id, spec.pad_token_id, max_length=max_length)
+
+    def add_extensions_detokenizer(self, b: GraphBuilder, sequences: str, spec: ModelSpec) -> str:
+        return add_detokenizer(b, sequences, self)
+
 
 def _json(path: Path) -> dict:
     try:
@@ -74,10 +99,7 @@ def _json(path: Path) -> dict:
 
 
 def check_spm(model: bytes, name: str) -> None:
-    from sentencepiece import sentencepiece_model_pb2
-
-    proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString(model)
+    proto = parse_model(model)
     if proto.trainer_spec.byte_fallback:
         raise UnsupportedModelError(f"{name} uses byte fallback, which the detokenizer graph does not reproduce")
     if proto.denormalizer_spec.precompiled_charsmap:
@@ -120,11 +142,9 @@ class SourceSentencepiece:
 
 def source_sentencepiece(vocabulary: MarianVocabulary) -> SourceSentencepiece:
     import sentencepiece as spm
-    from sentencepiece import sentencepiece_model_pb2
 
-    proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString(vocabulary.source_spm)
-    kinds = sentencepiece_model_pb2.ModelProto.SentencePiece
+    proto = parse_model(vocabulary.source_spm)
+    kinds = type(proto).SentencePiece
     known = {char for piece in proto.pieces if piece.type == kinds.NORMAL for char in piece.piece}
     first_added = len(proto.pieces)
     existing = {piece.piece for piece in proto.pieces}

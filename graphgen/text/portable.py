@@ -51,6 +51,7 @@ from graphgen.custom_ops.pretokenize import metaspace, sentencepiece_spaces, whi
 from graphgen.custom_ops.segment import Merges, Tokens, bpe, fuse_unknown, unigram
 from graphgen.custom_ops.trie import CodepointTrie, lookup
 from graphgen.custom_ops.utf8 import decode_utf8
+from graphgen.text.sentencepiece import parse_model
 
 METASPACE = "\u2581"
 
@@ -104,10 +105,7 @@ def _unknown_runs(vocab: dict[str, int], single: set[str]) -> dict[str, int]:
 
 
 def _spm_proto(model: bytes) -> Any:
-    from sentencepiece import sentencepiece_model_pb2
-
-    proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString(model)
+    proto = parse_model(model)
     return proto
 
 

@@ -79,24 +79,31 @@ def verify(
     translator = Translator(model) if text_level else None
     config = hf_model.generation_config
     chosen = _languages(tokenizer, info, source_language, target_language)
-    hf_languages, graph_languages, forced = {}, {}, {}
+    hf_languages: dict[str, Any] = {}
+    graph_languages: dict[str, Any] = {}
+    forced: dict[str, Any] = {}
     if chosen is not None:
         source, target, target_id = chosen
         print(f"languages: source {source}, target {target}", file=out)
         hf_languages = forced = {FORCED_BOS_TOKEN_ID: target_id}  # the same name in HF and in the file
         graph_languages = {SOURCE_LANGUAGE: source, TARGET_LANGUAGE: target}
     all_match = True
-    for label, settings in (("greedy", {NUM_BEAMS: 1}), (f"beam search ({config.num_beams} beams)", {})):
+    runs: list[tuple[str, dict[str, Any]]] = [
+        ("greedy", {NUM_BEAMS: 1}),
+        (f"beam search ({config.num_beams} beams)", {}),
+    ]
+    for label, settings in runs:
         expected_ids = hf_generate(hf_model, tokenizer, sentences, batch_size, **settings, **hf_languages)
+        expected: list[list[Any]]  # strings (text files) or token tuples (id files)
+        actual: list[list[Any]] = []
         if translator is not None:
             expected = [[tokenizer.decode(list(ids), skip_special_tokens=True) for ids in row] for row in expected_ids]
-            actual = []
             for start in range(0, len(sentences), batch_size):
                 chunk = sentences[start : start + batch_size]
-                result = translator.run(chunk, **settings, **graph_languages)[TRANSLATION]
-                actual += [[str(text) for text in row] for row in result]
+                translations = translator.run(chunk, **settings, **graph_languages)[TRANSLATION]
+                actual += [[str(text) for text in row] for row in translations]
         else:
-            expected, actual = expected_ids, []
+            expected = list(expected_ids)
             for start in range(0, len(sentences), batch_size):
                 batch = tokenizer(
                     sentences[start : start + batch_size], return_tensors="np", padding=True, truncation=True

@@ -86,8 +86,8 @@ class ParityResult:
 def compare(
     name: str,
     sentences: Sequence[str],
-    expected: Sequence[list[tuple[int, ...]]],
-    actual: Sequence[list[tuple[int, ...]]],
+    expected: Sequence[list[Any]],
+    actual: Sequence[list[Any]],
 ) -> ParityResult:
     result = ParityResult(name=name, total=len(sentences), matches=0)
     for sentence, want, got in zip(sentences, expected, actual, strict=True):
