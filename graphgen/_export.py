@@ -17,7 +17,8 @@ from graphgen._assemble import build_id_model, build_text_model, set_precision
 from graphgen._errors import GraphgenError
 from graphgen.checkpoint.load import load_checkpoint
 from graphgen.contract import ID_LEVEL, PORTABLE, TEXT_LEVEL, TOKENIZERS
-from graphgen.deploy.mobile import ORT_PLATFORMS, write_ort
+from graphgen.deploy import ORT_PLATFORMS
+from graphgen.deploy.mobile import write_ort
 from graphgen.deploy.save import check_output_path, past_protobuf_limit, save_model, streamed_weights
 from graphgen.passes.fp16 import Float16Error, to_float16
 from graphgen.search import choose_search

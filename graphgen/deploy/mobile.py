@@ -23,6 +23,7 @@ from onnx import AttributeProto, GraphProto, ModelProto
 
 from graphgen._errors import GraphgenError
 from graphgen.contract import read_file_info
+from graphgen.deploy import ORT_PLATFORMS
 from graphgen.deploy.save import staging_directory
 
 # The extension ops the prebuilt Android/iOS extensions packages register (the SentencePiece
@@ -39,7 +40,6 @@ MOBILE_EXTENSION_OPS = frozenset(
         "SentencepieceDecoder",
     }
 )
-ORT_PLATFORMS = ("arm", "amd64")
 
 
 def ops_used(graph: GraphProto) -> Iterator[tuple[str, str]]:
