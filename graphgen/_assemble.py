@@ -60,7 +60,7 @@ from graphgen.custom_ops.utf8 import join_bytes
 from graphgen.deploy.save import StreamedWeights
 from graphgen.model.placement import Initializer, add_initializers, attach_weights, weight_values
 from graphgen.model.spec import ModelSpec
-from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME, apply_compatibility_passes
+from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
 from graphgen.search import SEARCHES
 from graphgen.search.io import (
     SearchCore,
@@ -104,12 +104,6 @@ def metadata(
     }
 
 
-def set_precision(model: ModelProto, precision: str) -> None:
-    for prop in model.metadata_props:
-        if prop.key == Key.PRECISION:
-            prop.value = precision
-
-
 def make_model(graph: GraphProto, props: dict[str, str], domains: Sequence[tuple[str, int]] = ()) -> ModelProto:
     opsets = [helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)]
     opsets += [helper.make_opsetid(domain, version) for domain, version in domains]
@@ -151,7 +145,6 @@ def build_id_model(
     model = make_model(graph, metadata(spec, ID_LEVEL, quantization, search, float16))
     add_initializers(model.graph, core.initializers, streamed)
     attach_weights(model, core.subgraph_weights, streamed)
-    apply_compatibility_passes(model)
     return model
 
 
@@ -339,7 +332,6 @@ def build_text_model(
     model = make_model(graph, props, domains=domains)
     add_initializers(model.graph, all_initializers, streamed)
     attach_weights(model, core.subgraph_weights, streamed)
-    apply_compatibility_passes(model)
     return model
 
 

@@ -13,14 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphgen._assemble import build_id_model, build_text_model, set_precision
+from graphgen._assemble import build_id_model, build_text_model
 from graphgen._errors import GraphgenError
 from graphgen.checkpoint.load import load_checkpoint
 from graphgen.contract import ID_LEVEL, PORTABLE, TEXT_LEVEL, TOKENIZERS
 from graphgen.deploy import ORT_PLATFORMS
 from graphgen.deploy.mobile import write_ort
 from graphgen.deploy.save import check_output_path, past_protobuf_limit, save_model, streamed_weights
-from graphgen.passes.fp16 import Float16Error, to_float16
+from graphgen.passes import export_passes
+from graphgen.passes.fp16 import Float16Error
 from graphgen.search import choose_search
 from graphgen.text.vocabulary import load_vocabulary
 
@@ -133,10 +134,9 @@ def export(
                 float16=float16_layers,
                 streamed=streamed,
             )
-        if fp16 and not float16_layers:
-            report("converting the BeamSearch op's subgraphs to float16")
-            to_float16(onnx_model)
-            set_precision(onnx_model, "float16")
+        for model_pass in export_passes(float16_conversion=fp16 and not float16_layers):
+            report(model_pass.description)
+            model_pass.run(onnx_model)
         report(f"saving {path}")
         files = save_model(onnx_model, path, streamed)
     if ort is not None:

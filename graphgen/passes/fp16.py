@@ -20,7 +20,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_help
 
 from graphgen._errors import GraphgenError
 from graphgen.checkpoint.safetensors import release_pages
-from graphgen.contract import FLOAT_PARAMETERS
+from graphgen.contract import FLOAT_PARAMETERS, Key
 from graphgen.model.spec import ModelSpec
 
 FLOAT, FLOAT16 = TensorProto.FLOAT, TensorProto.FLOAT16
@@ -62,6 +62,14 @@ def float16_spec(spec: ModelSpec) -> ModelSpec:
         weights[name] = _half_array(array, name)
         release_pages(array)
     return dataclasses.replace(spec, weights=weights)
+
+
+def convert_to_float16(model: ModelProto) -> None:
+    """The export pass for the op search's float16 file: :func:`to_float16`, and the metadata says so."""
+    to_float16(model)
+    for prop in model.metadata_props:
+        if prop.key == Key.PRECISION:
+            prop.value = "float16"
 
 
 def to_float16(model: ModelProto, *, whole: bool = False) -> ModelProto:
