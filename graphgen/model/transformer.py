@@ -19,9 +19,7 @@ from collections.abc import Callable
 from functools import partial
 
 import numpy as np
-from onnx import GraphProto
 
-from graphgen.contract import MAX_LENGTH, MIN_LENGTH
 from graphgen.custom_ops.builder import FLOAT, FLOAT16, INT32, MS_DOMAIN, GraphBuilder, i64
 from graphgen.model.spec import ModelSpec, RelativeAttention
 from graphgen.model.weights import QuantizedWeights
@@ -29,7 +27,9 @@ from graphgen.model.weights import QuantizedWeights
 NEG_INF = np.float32(-np.inf)
 MASKED = np.float32(np.finfo(np.float32).min)
 
-# Names of the BeamSearch op's graph-level inputs that the subgraphs read from the outer scope.
+# Makes the output bias of a decoder step from its length (int64 [1], decoder start included):
+# the BeamSearch op's in-graph logits processors (search/op.py).
+OutputBias = Callable[[GraphBuilder, ModelSpec, str], str]
 
 
 def sinusoidal_positions(count: int, dim: int) -> np.ndarray:
@@ -63,7 +63,7 @@ def relative_buckets(relative: RelativeAttention, *, bidirectional: bool) -> np.
     return buckets + np.where(magnitude < exact, magnitude, large)
 
 
-class _Transformer:
+class Transformer:
     """The layer code both subgraphs share; one instance per subgraph being built.
 
     ``float16`` builds the layers in float16 from a spec whose weights are float16
@@ -361,13 +361,14 @@ class _Transformer:
         mask: str,
         *,
         cross_bias: str | None = None,
-        processors: bool = True,
+        processors: OutputBias | None = None,
     ) -> tuple[str, list[tuple[str, str]]]:
         """One decoding step for ``input_ids`` [B, 1]; returns logits [B, 1, V] and the new self caches.
 
         ``cross_bias`` is ``padding_bias(mask)`` when the caller has it already (a search loop computes
-        it once, not per step). With ``processors=False`` the logits are the model's own (HF's
-        ``outputs.logits``): the caller applies the logits processors itself.
+        it once, not per step). Without ``processors`` the logits are the model's own (HF's
+        ``outputs.logits``): the caller applies the logits processors itself; with them, the output
+        bias is what ``processors`` makes of the step's length (the BeamSearch op's subgraphs).
         """
         b, spec = self.b, self.spec
         heads = spec.decoder_heads
@@ -395,47 +396,26 @@ class _Transformer:
             x = self.sublayer(x, f"{prefix}.encoder_attn_layer_norm", attend_source)
             x = self.sublayer(x, f"{prefix}.final_layer_norm", partial(self.feed_forward, prefix=prefix))
         x = self.stack_end(x, "decoder")
-        if not processors:
-            return self.logits(x, None), presents
-        return self.logits(x, b.op("Add", [past_length, b.const(i64(1))])), presents
+        if processors is None:
+            return self.logits(x), presents
+        current_length = b.op("Add", [past_length, b.const(i64(1))])
+        return self.logits(x, lambda: processors(b, spec, current_length)), presents
 
-    def logits(self, hidden: str, current_length: str | None) -> str:
-        """Output projection with the bias and the in-graph logits processors.
-
-        ``current_length`` is the length of the sequence generated so far, decoder start included,
-        which is what HF's processors compare against ``min_length`` and ``max_length``; ``None``
-        leaves the processors out.
-        """
+    def logits(self, hidden: str, output_bias: Callable[[], str] | None = None) -> str:
+        """Output projection with the checkpoint's bias, or the bias ``output_bias`` makes (after the
+        scaling, before the projection: the order the nodes have always had)."""
         b, spec = self.b, self.spec
         if spec.output_scale != 1.0:
             hidden = self.scale_by(hidden, spec.output_scale, "output_scale")
         flat = b.reshape(hidden, [-1, spec.d_model])
-        # The processors mask whole vocabulary columns, the same for every row, so they pick one of a
-        # few precomputed [V] bias rows rather than editing the logits ([rows, V]) on every step.
-        variants = bias_variants(spec)
-        if current_length is None and self.float16:
+        if output_bias is None and self.float16:
             # HF: the projection, rounded to float16, plus the float16 bias, then float32 for generate.
             logits = b.op("Gemm", [flat, self.w("lm_head.weight")], transB=1)
             bias_row = final_logits_bias(spec)
             if np.any(bias_row):
                 logits = b.add(logits, b.derived("final_logits_bias_row.float16", bias_row.astype(np.float16)))
             return b.reshape(b.op("Cast", [logits], to=FLOAT), [-1, 1, spec.target_vocab_size])
-        if current_length is None:
-            bias = b.derived("final_logits_bias_row", final_logits_bias(spec))
-        elif len(variants) == 1:
-            bias = b.derived("logits_bias", variants[0])
-        else:
-            length32 = b.op("Cast", [current_length], to=INT32)
-            row = b.const(np.array([0], dtype=np.int32))
-            if spec.renormalize_logits:
-                too_short = b.op("Less", [length32, b.outer(MIN_LENGTH)])
-                row = b.op("Where", [too_short, b.const(np.array([1], dtype=np.int32)), row])
-            if spec.forced_eos:  # applied after min_length, as HF orders them: it wins when both apply
-                last = b.op("Sub", [b.outer(MAX_LENGTH), b.const(np.array([1], dtype=np.int32))])
-                forced = b.const(np.array([len(variants) - 1], dtype=np.int32))
-                row = b.op("Where", [b.op("Equal", [length32, last]), forced, row])
-            table = b.derived("logits_bias_variants", np.stack(variants))
-            bias = b.op("Gather", [table, b.op("Squeeze", [row])])
+        bias = b.derived("final_logits_bias_row", final_logits_bias(spec)) if output_bias is None else output_bias()
         if self.quantized is None:
             logits = b.op("Gemm", [flat, self.w("lm_head.weight"), bias], transB=1)
         else:
@@ -445,80 +425,3 @@ class _Transformer:
 
 def final_logits_bias(spec: ModelSpec) -> np.ndarray:
     return spec.weight("final_logits_bias").reshape(-1).astype(np.float32).copy()
-
-
-def logits_bias(spec: ModelSpec) -> np.ndarray:
-    """``final_logits_bias`` with ``-inf`` on banned tokens when HF renormalises after banning."""
-    bias = final_logits_bias(spec)
-    if spec.renormalize_logits:
-        bias[list(spec.generation.bad_token_ids)] = NEG_INF
-    return bias
-
-
-def bias_variants(spec: ModelSpec) -> list[np.ndarray]:
-    """The output bias in each state the in-graph processors can put it in: as is; with EOS banned
-    (``min_length`` not reached, only when HF renormalises); with every token but EOS banned (the
-    forced EOS of the last step)."""
-    bias = logits_bias(spec)
-    variants = [bias]
-    if spec.renormalize_logits:
-        too_short = bias.copy()
-        too_short[spec.eos_token_id] = NEG_INF
-        variants.append(too_short)
-    if spec.forced_eos:
-        forced = np.full_like(bias, NEG_INF)
-        forced[spec.eos_token_id] = bias[spec.eos_token_id]
-        variants.append(forced)
-    return variants
-
-
-def _cache_shape(spec: ModelSpec, length: str | int) -> list[int | str]:
-    heads = spec.decoder_heads
-    return ["batch", heads, length, spec.head_dim(heads)]
-
-
-def build_encoder_graph(spec: ModelSpec, quantized: QuantizedWeights | None = None) -> tuple[GraphProto, GraphBuilder]:
-    """Encoder + first decoder step (the BeamSearch op's 3-input encoder form)."""
-    b = GraphBuilder("encoder")
-    t = _Transformer(b, spec, quantized)
-    input_ids = b.input("encoder_input_ids", INT32, ["batch", "source"])
-    mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
-    decoder_ids = b.input("decoder_input_ids", INT32, ["batch", 1])
-    states = t.encoder(input_ids, mask)
-    cross = t.cross_caches(states)
-    logits, presents = t.decoder_step(decoder_ids, b.const(i64(0)), None, cross, mask)
-    b.output(logits, "logits", FLOAT, ["batch", 1, spec.target_vocab_size])
-    b.output(states, "encoder_hidden_states", FLOAT, ["batch", "source", spec.d_model])
-    for index, (key, value) in enumerate(presents):
-        b.output(key, f"present_key_self_{index}", FLOAT, _cache_shape(spec, 1))
-        b.output(value, f"present_value_self_{index}", FLOAT, _cache_shape(spec, 1))
-    for index, (key, value) in enumerate(cross):
-        b.output(key, f"present_key_cross_{index}", FLOAT, _cache_shape(spec, "source"))
-        b.output(value, f"present_value_cross_{index}", FLOAT, _cache_shape(spec, "source"))
-    return b.graph(), b
-
-
-def build_decoder_graph(spec: ModelSpec, quantized: QuantizedWeights | None = None) -> tuple[GraphProto, GraphBuilder]:
-    """One KV-cached decoding step."""
-    b = GraphBuilder("decoder")
-    t = _Transformer(b, spec, quantized)
-    input_ids = b.input("input_ids", INT32, ["batch", 1])
-    mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
-    past_self, cross = [], []
-    for index in range(spec.decoder_layers):
-        key = b.input(f"past_key_self_{index}", FLOAT, _cache_shape(spec, "past"))
-        value = b.input(f"past_value_self_{index}", FLOAT, _cache_shape(spec, "past"))
-        past_self.append((key, value))
-    for index in range(spec.decoder_layers):
-        key = b.input(f"past_key_cross_{index}", FLOAT, _cache_shape(spec, "source"))
-        value = b.input(f"past_value_cross_{index}", FLOAT, _cache_shape(spec, "source"))
-        cross.append((key, value))
-    past_length = b.op(
-        "Slice", [b.op("Shape", [past_self[0][0]]), *(b.const(np.array([v], dtype=np.int64)) for v in (2, 3))]
-    )
-    logits, presents = t.decoder_step(input_ids, past_length, past_self, cross, mask)
-    b.output(logits, "logits", FLOAT, ["batch", 1, spec.target_vocab_size])
-    for index, (key, value) in enumerate(presents):
-        b.output(key, f"present_key_self_{index}", FLOAT, _cache_shape(spec, "past_plus_1"))
-        b.output(value, f"present_value_self_{index}", FLOAT, _cache_shape(spec, "past_plus_1"))
-    return b.graph(), b

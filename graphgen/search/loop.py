@@ -46,7 +46,7 @@ from graphgen.custom_ops import fail_when
 from graphgen.custom_ops.builder import BOOL, FLOAT, FLOAT16, INT32, INT64, GraphBuilder, i64
 from graphgen.model.placement import Weight, weight_values
 from graphgen.model.spec import ModelSpec
-from graphgen.model.transformer import NEG_INF, _Transformer
+from graphgen.model.transformer import NEG_INF, Transformer
 from graphgen.model.weights import QuantizedWeights, quantized_weights
 from graphgen.passes.fp16 import float16_spec
 from graphgen.search.io import (
@@ -57,6 +57,7 @@ from graphgen.search.io import (
     source_length_check,
     trim_sequences,
 )
+from graphgen.search.processors import processor_masks
 
 # HF's stand-in for "no score" (running beams 1.. at the start, empty finished slots, ended beams).
 NO_SCORE = np.float32(-1e9)
@@ -67,21 +68,9 @@ NO_FORCED_BOS = -1
 
 
 def processor_rows(spec: ModelSpec) -> np.ndarray:
-    """Additive ``[rows, vocab]`` masks, one per state of the length processors (0 kept, -inf banned).
-
-    Row 0: banned tokens only (``bad_words_ids``); row 1: EOS banned too (``min_length`` not
-    reached); row 2, with ``forced_eos_token_id``: everything but EOS banned (the last step).
-    """
-    base = np.zeros(spec.target_vocab_size, dtype=np.float32)
-    base[list(spec.generation.bad_token_ids)] = NEG_INF
-    too_short = base.copy()
-    too_short[spec.eos_token_id] = NEG_INF
-    rows = [base, too_short]
-    if spec.forced_eos:
-        forced = np.full_like(base, NEG_INF)
-        forced[spec.eos_token_id] = 0.0
-        rows.append(forced)
-    return np.stack(rows)
+    """The loop's ``[states, vocab]`` table of :func:`~graphgen.search.processors.processor_masks`
+    (every state built: the loop applies the bans itself)."""
+    return np.stack(processor_masks(spec))
 
 
 @dataclass(frozen=True)
@@ -498,7 +487,7 @@ def loop_search(
     """
     search = _Search(spec, input_ids)
     b = search.outer
-    t = _Transformer(b, spec, quantized, float16=float16)
+    t = Transformer(b, spec, quantized, float16=float16)
     cache_type = FLOAT16 if float16 else FLOAT
     heads = spec.decoder_heads
 
@@ -520,7 +509,7 @@ def loop_search(
 
     # The loop: one decoder step for all rows, then the bookkeeping.
     body = GraphBuilder("search_step")
-    u = _Transformer(body, spec, quantized, float16=float16)
+    u = Transformer(body, spec, quantized, float16=float16)
     iteration = body.input("iteration", INT64, [])
     body.input("condition", BOOL, [])
     state_in = [
@@ -547,7 +536,12 @@ def loop_search(
     length = body.op("Add", [body.op("Unsqueeze", [iteration, body.const(i64(0))]), body.const(i64(1))])
     past_length = body.op("Shape", [past[0][0]], start=2, end=3)
     step_logits, step_presents = u.decoder_step(
-        beams_in.tokens, past_length, past, row_cross, row_mask, cross_bias=cross_bias, processors=False
+        beams_in.tokens,
+        past_length,
+        past,
+        row_cross,
+        row_mask,
+        cross_bias=cross_bias,
     )
     rows_shape = body.op("Concat", [body.const(i64(-1)), body.op("Shape", [beams_in.running], start=2, end=3)], axis=0)
     flat_running = body.op("Reshape", [beams_in.running, rows_shape])

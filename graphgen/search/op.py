@@ -17,11 +17,11 @@ from graphgen.contract import (
     REPETITION_PENALTY,
     SEQUENCE_SCORES,
 )
-from graphgen.custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, i64
+from graphgen.custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBuilder, i64
 from graphgen.model.placement import place_weights
 from graphgen.model.spec import ModelSpec
-from graphgen.model.transformer import build_decoder_graph, build_encoder_graph
-from graphgen.model.weights import quantized_weights
+from graphgen.model.transformer import Transformer, final_logits_bias
+from graphgen.model.weights import QuantizedWeights, quantized_weights
 from graphgen.search.io import (
     CHECKED_INPUT_IDS,
     RAW_SEQUENCES,
@@ -30,6 +30,7 @@ from graphgen.search.io import (
     source_length_check,
     trim_sequences,
 )
+from graphgen.search.processors import PLAIN, TOO_SHORT, processor_masks
 
 # Where search_node puts each of these in the BeamSearch op's input list.
 SEARCH_INPUT_POSITIONS = {
@@ -41,6 +42,81 @@ SEARCH_INPUT_POSITIONS = {
     ATTENTION_MASK: 9,
 }
 OP_MAX_LENGTH = "search_max_length"
+
+
+def output_bias(b: GraphBuilder, spec: ModelSpec, current_length: str) -> str:
+    """The op's decoder output bias for a step of ``current_length`` tokens: the checkpoint's bias
+    plus the step's :func:`~graphgen.search.processors.processor_masks` row. The op bans tokens and
+    applies min_length itself, after its log-softmax; where HF renormalises (log-softmax after the
+    bans), the bans and the min-length state go into the bias instead, before the op's log-softmax."""
+    renormalise = spec.renormalize_logits
+    masks = processor_masks(spec, bans=renormalise, min_length=renormalise)
+    variants = [final_logits_bias(spec) + mask for mask in masks]
+    if len(variants) == 1:
+        return b.derived("logits_bias", variants[0])
+    length32 = b.op("Cast", [current_length], to=INT32)
+    row = b.const(np.array([PLAIN], dtype=np.int32))
+    if renormalise:
+        too_short = b.op("Less", [length32, b.outer(MIN_LENGTH)])
+        row = b.op("Where", [too_short, b.const(np.array([TOO_SHORT], dtype=np.int32)), row])
+    if spec.forced_eos:  # applied after min_length, as HF orders them: it wins when both apply
+        last = b.op("Sub", [b.outer(MAX_LENGTH), b.const(np.array([1], dtype=np.int32))])
+        forced = b.const(np.array([len(variants) - 1], dtype=np.int32))
+        row = b.op("Where", [b.op("Equal", [length32, last]), forced, row])
+    table = b.derived("logits_bias_variants", np.stack(variants))
+    return b.op("Gather", [table, b.op("Squeeze", [row])])
+
+
+def _cache_shape(spec: ModelSpec, length: str | int) -> list[int | str]:
+    heads = spec.decoder_heads
+    return ["batch", heads, length, spec.head_dim(heads)]
+
+
+def build_encoder_graph(spec: ModelSpec, quantized: QuantizedWeights | None = None) -> tuple[GraphProto, GraphBuilder]:
+    """The op's encoder subgraph: encoder + first decoder step (its 3-input encoder form)."""
+    b = GraphBuilder("encoder")
+    t = Transformer(b, spec, quantized)
+    input_ids = b.input("encoder_input_ids", INT32, ["batch", "source"])
+    mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
+    decoder_ids = b.input("decoder_input_ids", INT32, ["batch", 1])
+    states = t.encoder(input_ids, mask)
+    cross = t.cross_caches(states)
+    logits, presents = t.decoder_step(decoder_ids, b.const(i64(0)), None, cross, mask, processors=output_bias)
+    b.output(logits, "logits", FLOAT, ["batch", 1, spec.target_vocab_size])
+    b.output(states, "encoder_hidden_states", FLOAT, ["batch", "source", spec.d_model])
+    for index, (key, value) in enumerate(presents):
+        b.output(key, f"present_key_self_{index}", FLOAT, _cache_shape(spec, 1))
+        b.output(value, f"present_value_self_{index}", FLOAT, _cache_shape(spec, 1))
+    for index, (key, value) in enumerate(cross):
+        b.output(key, f"present_key_cross_{index}", FLOAT, _cache_shape(spec, "source"))
+        b.output(value, f"present_value_cross_{index}", FLOAT, _cache_shape(spec, "source"))
+    return b.graph(), b
+
+
+def build_decoder_graph(spec: ModelSpec, quantized: QuantizedWeights | None = None) -> tuple[GraphProto, GraphBuilder]:
+    """The op's decoder subgraph: one KV-cached decoding step, in the names the op feeds."""
+    b = GraphBuilder("decoder")
+    t = Transformer(b, spec, quantized)
+    input_ids = b.input("input_ids", INT32, ["batch", 1])
+    mask = b.input("encoder_attention_mask", INT32, ["batch", "source"])
+    past_self, cross = [], []
+    for index in range(spec.decoder_layers):
+        key = b.input(f"past_key_self_{index}", FLOAT, _cache_shape(spec, "past"))
+        value = b.input(f"past_value_self_{index}", FLOAT, _cache_shape(spec, "past"))
+        past_self.append((key, value))
+    for index in range(spec.decoder_layers):
+        key = b.input(f"past_key_cross_{index}", FLOAT, _cache_shape(spec, "source"))
+        value = b.input(f"past_value_cross_{index}", FLOAT, _cache_shape(spec, "source"))
+        cross.append((key, value))
+    past_length = b.op(
+        "Slice", [b.op("Shape", [past_self[0][0]]), *(b.const(np.array([v], dtype=np.int64)) for v in (2, 3))]
+    )
+    logits, presents = t.decoder_step(input_ids, past_length, past_self, cross, mask, processors=output_bias)
+    b.output(logits, "logits", FLOAT, ["batch", 1, spec.target_vocab_size])
+    for index, (key, value) in enumerate(presents):
+        b.output(key, f"present_key_self_{index}", FLOAT, _cache_shape(spec, "past_plus_1"))
+        b.output(value, f"present_value_self_{index}", FLOAT, _cache_shape(spec, "past_plus_1"))
+    return b.graph(), b
 
 
 def search_node(
