@@ -8,8 +8,8 @@ import numpy as np
 
 from graphgen.families import Adapter, CheckpointData, register
 from graphgen.families._bart import bart_spec, tensor_reader
+from graphgen.model.positions import sinusoidal_positions
 from graphgen.model.spec import ModelSpec
-from graphgen.model.transformer import sinusoidal_positions
 
 
 def tie_weights(config: Any, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
