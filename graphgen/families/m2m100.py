@@ -8,12 +8,26 @@ sinusoidal positions: computed (the checkpoint does not store them), counted fro
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from graphgen.families import Adapter, CheckpointData, register
 from graphgen.families._bart import bart_spec, norm_weights, shared_table_ties, tensor_reader
 from graphgen.model.spec import ModelSpec
+from graphgen.text.rules import TokenizerRule, lang_code_to_id, register_tokenizer
+
+
+def nllb_languages(tokenizer: Any) -> dict[str, int]:
+    """NLLB's codes are its extra special tokens (``eng_Latn``, ...), the named special tokens aside."""
+    named = {str(token) for token in tokenizer.special_tokens_map.values() if isinstance(token, str)}
+    return {code: tokenizer.convert_tokens_to_ids(code) for code in tokenizer.extra_special_tokens if code not in named}
+
+
+register_tokenizer("NllbTokenizer", TokenizerRule(nllb_languages, metaspace=True, spm_file="vocab_file"))
+register_tokenizer(
+    "M2M100Tokenizer", TokenizerRule(lang_code_to_id, metaspace=False, spm_file="spm_file", unknown_verbatim=True)
+)
 
 
 def fairseq_positions(count: int, dim: int, padding_row: int) -> np.ndarray:

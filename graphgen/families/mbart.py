@@ -9,6 +9,9 @@ from __future__ import annotations
 from graphgen.families import Adapter, CheckpointData, register
 from graphgen.families._bart import bart_spec, norm_weights, shared_table_ties, tensor_reader
 from graphgen.model.spec import ModelSpec
+from graphgen.text.rules import TokenizerRule, lang_code_to_id, register_tokenizer
+
+register_tokenizer("MBart50Tokenizer", TokenizerRule(lang_code_to_id, metaspace=True, spm_file="vocab_file"))
 
 MBART_POSITION_OFFSET = 2  # MBartLearnedPositionalEmbedding's fixed offset
 

@@ -19,6 +19,10 @@ import numpy as np
 from graphgen.families import Adapter, CheckpointData, register
 from graphgen.families._bart import Tensors, checkpoint_fields, embedding_weights, shared_table_ties, tensor_reader
 from graphgen.model.spec import ModelSpec, RelativeAttention
+from graphgen.text.rules import TokenizerRule, register_tokenizer
+
+# T5 marks no language with a token: the task is a text prefix ("translate English to German: ").
+register_tokenizer("T5Tokenizer", TokenizerRule(None, metaspace=True, spm_file="vocab_file"))
 
 # T5 has no position limit; this bounds what a graph accepts (HF's tokenizer cuts at 512 when asked).
 T5_MAX_POSITIONS = 1 << 16

@@ -4,10 +4,11 @@ mBART-50 and M2M100; and T5's, which marks none (its task is a text prefix).
 All three encode a source as ``[source language] + pieces + [</s>]`` and translate into the
 language whose token is forced as the first generated token (``contract.FORCED_BOS_TOKEN_ID``);
 the graph takes both languages as string inputs, spelled as the HF tokenizer spells them
-(``eng_Latn``, ``en_XX``, ``en``). What differs between the tokenizers is a :class:`TokenizerRule`:
-where the HF tokenizer keeps its language codes, and whose whitespace rules apply. HF builds the
-NLLB and mBART-50 tokenizers with the ``tokenizers`` library from the SentencePiece model
-(a ``Metaspace`` pipeline); M2M100's runs SentencePiece itself, as Marian's does.
+(``eng_Latn``, ``en_XX``, ``en``). What differs between the tokenizers is a
+``text.rules.TokenizerRule``, registered by its family: where the HF tokenizer keeps its language
+codes, and whose whitespace rules apply. HF builds the NLLB and mBART-50 tokenizers with the
+``tokenizers`` library from the SentencePiece model (a ``Metaspace`` pipeline); M2M100's runs
+SentencePiece itself, as Marian's does.
 
 Encoding: the special tokens typed in the text (``<s>``, ``</s>``, ``<unk>``, ``<pad>``) are
 split off and each remaining chunk is tokenised on its own by the checkpoint's SentencePiece
@@ -25,7 +26,6 @@ code would cost some 25 nodes each, for 200 codes).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,7 @@ from graphgen.custom_ops.utf8 import decode_utf8
 from graphgen.model.spec import ModelSpec
 from graphgen.text.marian import check_spm, sentencepiece_op
 from graphgen.text.portable import PipelineSteps, PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
+from graphgen.text.rules import tokenizer_rules
 from graphgen.text.sentencepiece import parse_model
 from graphgen.text.vocabulary import Vocabulary
 
@@ -67,40 +68,6 @@ NO_LANGUAGE = ""  # a target_language that forces nothing (HF generate without f
 METASPACE = "\u2581"
 
 
-def _nllb_languages(tokenizer: Any) -> dict[str, int]:
-    """NLLB's codes are its extra special tokens (``eng_Latn``, ...), the named special tokens aside."""
-    named = {str(token) for token in tokenizer.special_tokens_map.values() if isinstance(token, str)}
-    return {code: tokenizer.convert_tokens_to_ids(code) for code in tokenizer.extra_special_tokens if code not in named}
-
-
-def _coded_languages(tokenizer: Any) -> dict[str, int]:
-    """mBART-50 (``en_XX`` → ``en_XX``) and M2M100 (``en`` → ``__en__``) list theirs in ``lang_code_to_id``."""
-    return {str(code): int(index) for code, index in tokenizer.lang_code_to_id.items()}
-
-
-def _no_languages(tokenizer: Any) -> dict[str, int]:
-    """T5 marks no language with a token: the task is a text prefix ("translate English to German: ")."""
-    return {}
-
-
-@dataclass(frozen=True)
-class TokenizerRule:
-    """What one HF tokenizer class does its own way."""
-
-    languages: Callable[[Any], dict[str, int]]
-    metaspace: bool  # HF's tokenizers Metaspace pipeline, else SentencePiece's own whitespace rules
-    spm_file: str  # the attribute of the HF tokenizer naming its SentencePiece model's file
-    # Whether an id the vocabulary lacks decodes to the unknown token's text, kept verbatim (the
-    # Python tokenizers that decode runs of pieces with SentencePiece), rather than to nothing.
-    unknown_verbatim: bool = False
-
-
-RULES = {
-    "NllbTokenizer": TokenizerRule(_nllb_languages, metaspace=True, spm_file="vocab_file"),
-    "MBart50Tokenizer": TokenizerRule(_coded_languages, metaspace=True, spm_file="vocab_file"),
-    "M2M100Tokenizer": TokenizerRule(_coded_languages, metaspace=False, spm_file="spm_file", unknown_verbatim=True),
-    "T5Tokenizer": TokenizerRule(_no_languages, metaspace=True, spm_file="vocab_file"),
-}
 SPLIT_TOKENS = ("<s>", "</s>", "<unk>", "<pad>")
 
 
@@ -160,14 +127,16 @@ class LanguageVocabulary:
 
 
 def language_codes(tokenizer: Any) -> dict[str, int] | None:
-    """A loaded HF tokenizer's language codes → token ids; ``None`` for tokenizers outside ``RULES``
-    (and ``{}`` for T5's, which has none)."""
-    rule = RULES.get(type(tokenizer).__name__.removesuffix("Fast"))
-    return None if rule is None else rule.languages(tokenizer)
+    """A loaded HF tokenizer's language codes → token ids; ``None`` for tokenizers without a
+    registered rule (``text/rules.py``), ``{}`` for T5's, which has none."""
+    rule = tokenizer_rules().get(type(tokenizer).__name__.removesuffix("Fast"))
+    if rule is None:
+        return None
+    return rule.languages(tokenizer) if rule.languages is not None else {}
 
 
 def is_language_tokenizer(directory: Path) -> bool:
-    """Whether the checkpoint's tokenizer is one of ``RULES`` (by its ``tokenizer_config.json``)."""
+    """Whether the checkpoint's tokenizer (by its ``tokenizer_config.json``) has a registered rule."""
     config = directory / "tokenizer_config.json"
     if not config.is_file():
         return False
@@ -175,7 +144,7 @@ def is_language_tokenizer(directory: Path) -> bool:
         name = json.loads(config.read_text(encoding="utf-8")).get("tokenizer_class", "")
     except (OSError, ValueError):
         return False
-    return str(name).removesuffix("Fast") in RULES
+    return str(name).removesuffix("Fast") in tokenizer_rules()
 
 
 def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
@@ -221,16 +190,17 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
     except (OSError, ValueError, TypeError) as error:
         raise CheckpointError(f"cannot load the tokenizer of {directory}: {error}") from error
     name = type(tokenizer).__name__.removesuffix("Fast")
-    rule = RULES.get(name)
+    rules = tokenizer_rules()
+    rule = rules.get(name)
     if rule is None:
-        raise UnsupportedModelError(f"{directory} has a {name}; graphgen's text graphs support {', '.join(RULES)}")
+        raise UnsupportedModelError(f"{directory} has a {name}; graphgen's text graphs support {', '.join(rules)}")
     spm_path = Path(getattr(tokenizer, rule.spm_file, "") or directory / "sentencepiece.bpe.model")
     if not spm_path.is_file():
         raise CheckpointError(f"{directory} lacks the SentencePiece model {spm_path.name}")
     spm = spm_path.read_bytes()
     check_spm(spm, spm_path.name)
-    languages = rule.languages(tokenizer)
-    if rule.languages is not _no_languages and not languages:
+    languages = rule.languages(tokenizer) if rule.languages is not None else {}
+    if rule.languages is not None and not languages:
         raise CheckpointError(f"the {name} of {directory} lists no language codes")
     source = ""
     if languages:

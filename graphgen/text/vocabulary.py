@@ -57,7 +57,7 @@ class Vocabulary(Protocol):
 
 def load_vocabulary(directory: Path) -> Vocabulary:
     """The checkpoint's tokenizer, by its ``tokenizer_config.json``: one of the language-coded rules
-    (``languages.RULES``), else MarianTokenizer's files (whose absence is an error naming them)."""
+    (``text.rules``), else MarianTokenizer's files (whose absence is an error naming them)."""
     from graphgen.checkpoint.load import check_tokenizer_files
     from graphgen.text.languages import is_language_tokenizer, load_language_vocabulary
     from graphgen.text.marian import load_vocabulary as load_marian_vocabulary
