@@ -2,7 +2,7 @@
 
 Each call appends one node and returns the name of its (first) output, so graph code reads like
 the numpy it replaces. Weights are not copied here: a builder records which named weights the
-graph reads, and the assembler decides where each one is stored (see ``_assemble``).
+graph reads, and the search decides where each one is stored (see ``graphgen.model.placement``).
 """
 
 from __future__ import annotations

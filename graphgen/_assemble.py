@@ -1,13 +1,11 @@
-"""Put subgraphs, weights and the search node together into one ModelProto.
+"""Join the stages into one ModelProto: the search (``graphgen.search``, ids in and out), for a
+text file the tokenizer and detokenizer around it (``graphgen.text``), and the metadata the file
+declares about itself (``graphgen.contract.Key``).
 
-Every weight is stored exactly once, and where ORT prepacks it: in the subgraph that reads it
-or in the graph directly around the BeamSearch node (ORT looks one level up, no further). With
-one BeamSearch node, a weight read by one subgraph is that subgraph's initializer and one read by
-both (the tied embedding table, the decoder layers that the 3-input encoder form also runs) goes
-to the graph around the node. When two BeamSearch nodes share the subgraphs
-(``_search.batch_safe_search``) every weight goes to the Loop body that holds both nodes. With
-graphgen's own search (``_loop_search``) every weight is an initializer of the outer graph, which
-runs the encoder and the first decoder step and holds the Loop whose body reads them.
+Weights are added last, each exactly once and where ONNX Runtime prepacks it
+(``graphgen.model.placement``): the loop search keeps every weight in the outer graph, which its
+loop body reads one level down; the op search in the subgraph that reads it, or in the graph
+around its BeamSearch nodes.
 """
 
 from __future__ import annotations
@@ -138,7 +136,7 @@ def build_id_model(
 ) -> ModelProto:
     """ids in, ids out: the search over the encoder and decoder (``float16``, ``int4``: loop search only).
 
-    With ``streamed`` the weights go to that external data file as they are added (``_save``)."""
+    With ``streamed`` the weights go to that external data file as they are added (``deploy.save``)."""
     quantization = _quantization(int8, int4)
     core = _search_core(spec, quantization, "pass at most that many ids per row", search, float16)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs)

@@ -79,7 +79,7 @@ def export(
     equals), and lets beam search run batched instead of one input at a time: faster for batches,
     but for some inputs a different result than the checkpoint's default ``False``.
     ``search`` picks how the search runs: ``"loop"`` is graphgen's beam search in standard ONNX
-    ops (``_loop_search``: a whole batch at once, HF's result for every returned hypothesis),
+    ops (``search.loop``: a whole batch at once, HF's result for every returned hypothesis),
     ``"op"`` ORT's ``com.microsoft.BeamSearch`` op (one input at a time unless early stopping is
     on), ``"auto"`` the loop.
     ``ort`` (``"arm"`` or ``"amd64"``) also writes the ``.ort`` file for mobile apps and its

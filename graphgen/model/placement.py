@@ -102,7 +102,7 @@ def attach_weights(
     Done last because protobuf copies a message by serializing it, which fails past 2 GB: a
     subgraph holding NLLB-600M's weights cannot be copied into a node attribute, while the
     tensors added one by one to the graph already in place can (and the file is written with
-    external data, ``_save``).
+    external data, ``deploy.save``).
     """
     found: Counter[str] = Counter()
 

@@ -1,7 +1,7 @@
 """float16 for ``graphgen export --fp16``: the weights of a spec, and a pass for the op search.
 
 Meant for GPU execution providers, where float16 halves the weight traffic. graphgen's own
-search builds its layers in float16 from ``float16_spec`` (``_subgraphs._Transformer`` with
+search builds its layers in float16 from ``float16_spec`` (``model.transformer.Transformer`` with
 ``float16=True``) and keeps the search itself in float32. For ORT's BeamSearch op,
 ``to_float16`` converts a finished float32 model instead: every float tensor of the encoder and
 decoder subgraphs (weights, constants, inputs and outputs, casts) becomes float16.

@@ -1,7 +1,7 @@
 """Beam search in standard ONNX ops: one ``Loop`` over decoding steps, all ``batch × beams`` rows at once.
 
 ORT's ``com.microsoft.BeamSearch`` op misreads every batch item but the first in its done check
-(``_search.batch_safe_search``), so with it an exact search runs one item at a time. This search
+(``search.op.batch_safe_search``), so with it an exact search runs one item at a time. This search
 is HF ``generate``'s own algorithm (transformers 5 ``_beam_search``, vectorised over the batch)
 written as graph ops, so a whole batch is searched at once and every returned hypothesis is
 HF's. Per item and step:
@@ -483,7 +483,7 @@ def loop_search(
     Reads the graph inputs ``num_beams``, ``num_return_sequences``, ``max_length``,
     ``min_length``, ``length_penalty`` and ``repetition_penalty``, and ``forced_bos`` (see
     ``FORCED_BOS_TOKEN_ID``). ``float16`` builds the layers (and so the KV caches) in float16 from a
-    float16 spec (``_fp16.float16_spec``); the logits reach the search as float32, as in HF.
+    float16 spec (``passes.fp16.float16_spec``); the logits reach the search as float32, as in HF.
     """
     search = _Search(spec, input_ids)
     b = search.outer

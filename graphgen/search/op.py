@@ -229,7 +229,7 @@ def batch_safe_search(search: NodeProto) -> list[NodeProto]:
     the graph directly around the BeamSearch node, not further out (``SessionState::
     PrepackConstantInitializedTensors``); unpacked weights made full-size search 1.6-2.2x slower.
     So both nodes sit in one Loop body (``SEARCH_CHUNKS``) that also holds every weight, stored once
-    (``_assemble.attach_weights`` adds them to the finished model). The Loop runs
+    (``model.placement.attach_weights`` adds them to the finished model). The Loop runs
     once over the whole batch for greedy search and once per item for beam search; in each
     iteration the node not needed gets a one-token throwaway input (an encoder pass and at most
     two decoder steps are the whole overhead).
