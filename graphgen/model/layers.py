@@ -10,7 +10,7 @@ import numpy as np
 
 from graphgen.custom_ops.builder import FLOAT, FLOAT16, GraphBuilder, i64
 from graphgen.model.spec import ModelSpec
-from graphgen.model.weights import QuantizedWeights
+from graphgen.model.weights import FloatWeights, QuantizedWeights, WeightFormat
 
 MASKED = np.float32(np.finfo(np.float32).min)
 
@@ -31,7 +31,7 @@ class Layers:
     ) -> None:
         self.b = b
         self.spec = spec
-        self.quantized = quantized
+        self.weights: WeightFormat = quantized if quantized is not None else FloatWeights(spec)
         self.float16 = float16
         self.float_type = FLOAT16 if float16 else FLOAT
         # HF masks with the compute type's minimum (torch.finfo(dtype).min).
@@ -57,10 +57,7 @@ class Layers:
 
     def linear(self, x: str, prefix: str) -> str:
         bias = self.w(f"{prefix}.bias") if self.spec.linear_bias else ""
-        if self.quantized is None:
-            y = self.b.matmul(x, self.w(f"{prefix}.weight"))
-            return self.b.add(y, bias) if bias else y
-        return self.quantized.matmul(self.b, x, self.spec.weight_name(f"{prefix}.weight"), bias)
+        return self.weights.matmul(self.b, x, self.spec.weight_name(f"{prefix}.weight"), bias)
 
     def fused_linear(self, x: str, prefixes: list[str]) -> list[str]:
         """Several linears that read the same input as one matmul, split after: one pass over ``x`` and,
@@ -71,12 +68,7 @@ class Layers:
         bias = ""
         if self.spec.linear_bias:
             bias = b.derived(f"{fused}.bias", np.concatenate([self.spec.weight(f"{p}.bias") for p in prefixes]))
-        if self.quantized is None:
-            weight = b.derived(fused, np.concatenate([self.spec.weights[n] for n in names], axis=1))
-            y = b.matmul(x, weight)
-            y = b.add(y, bias) if bias else y
-        else:
-            y = self.quantized.fused_matmul(b, x, fused, names, bias)
+        y = self.weights.fused_matmul(b, x, fused, names, bias)
         return b.op_multi("Split", [y], len(prefixes), axis=-1, num_outputs=len(prefixes))
 
     def layer_norm(self, x: str, prefix: str) -> str:

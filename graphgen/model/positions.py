@@ -92,10 +92,7 @@ class Positions(Layers):
         """Token embedding (scaled) + ``positions`` rows, then the embedding norm where the model has one."""
         b = self.b
         table = f"{side}.embed_tokens"
-        if self.quantized is None:
-            tokens = b.op("Gather", [self.w(table), ids])
-        else:
-            tokens = self.quantized.lookup(b, self.spec.weight_name(table), ids)
+        tokens = self.weights.lookup(b, self.spec.weight_name(table), ids)
         if self.spec.embed_scale != 1.0:
             tokens = self.scale_by(tokens, self.spec.embed_scale, "embed_scale")
         x = tokens if positions is None else b.add(tokens, positions)

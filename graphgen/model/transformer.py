@@ -118,10 +118,7 @@ class Transformer(Attention, Positions):
                 logits = b.add(logits, b.derived("final_logits_bias_row.float16", bias_row.astype(np.float16)))
             return b.reshape(b.op("Cast", [logits], to=FLOAT), [-1, 1, spec.target_vocab_size])
         bias = b.derived("final_logits_bias_row", final_logits_bias(spec)) if output_bias is None else output_bias()
-        if self.quantized is None:
-            logits = b.op("Gemm", [flat, self.w("lm_head.weight"), bias], transB=1)
-        else:
-            logits = self.quantized.output_projection(b, flat, self.spec.weight_name("lm_head.weight"), bias)
+        logits = self.weights.output_projection(b, flat, self.spec.weight_name("lm_head.weight"), bias)
         return b.reshape(logits, [-1, 1, spec.target_vocab_size])
 
 

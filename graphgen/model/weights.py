@@ -1,8 +1,10 @@
-"""Quantized weights: how a layer reads its matrices in ``export --int8`` and ``--int4``.
+"""Weight formats: how a layer reads its matrices, as float32/float16 (``FloatWeights``), or in
+``export --int8`` and ``--int4``.
 
 Each format is a strategy the transformer calls for its three kinds of matrix reads: a linear
 layer (``matmul``; ``fused_matmul`` for several that share an input), the output projection and
-the embedding lookup. Every array is quantized once per export, however many graphs read it.
+the embedding lookup; the layers never ask which format they have. Every array is quantized once
+per export, however many graphs read it.
 
 int8 (``Int8Weights``): symmetric, one scale per output column. Linear layers run as com.microsoft
 ``DynamicQuantizeMatMul`` (activations quantized per call, weights int8). An embedding table is
@@ -224,7 +226,30 @@ class Int4Weights:
         return b.add(y, bias) if bias else y
 
 
+class FloatWeights:
+    """The checkpoint's own arrays (float32, or float16 for ``--fp16`` layers), read by standard ops."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+
+    def matmul(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
+        y = b.matmul(x, b.weight(name))
+        return b.add(y, bias) if bias else y
+
+    def fused_matmul(self, b: GraphBuilder, x: str, fused: str, names: list[str], bias: str) -> str:
+        weight = b.derived(fused, np.concatenate([self.spec.weights[n] for n in names], axis=1))
+        y = b.matmul(x, weight)
+        return b.add(y, bias) if bias else y
+
+    def output_projection(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
+        return b.op("Gemm", [x, b.weight(name), bias], transB=1)
+
+    def lookup(self, b: GraphBuilder, name: str, ids: str) -> str:
+        return b.op("Gather", [b.weight(name), ids])
+
+
 QuantizedWeights = Int8Weights | Int4Weights
+WeightFormat = FloatWeights | Int8Weights | Int4Weights
 FORMATS: dict[str, type[QuantizedWeights]] = {"int8": Int8Weights, "int4": Int4Weights}
 
 
