@@ -58,6 +58,7 @@ def export(
     early_stopping: bool | None = None,
     search: str = "auto",
     ort: str | None = None,
+    external_data: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
     """Export ``model`` (checkpoint directory or hub id) to one ONNX file at ``output``.
@@ -84,7 +85,9 @@ def export(
     on), ``"auto"`` the loop.
     ``ort`` (``"arm"`` or ``"amd64"``) also writes the ``.ort`` file for mobile apps and its
     ``required_operators.config`` for a reduced-operator ONNX Runtime build, optimized for that
-    processor.
+    processor. ``external_data=True`` writes the weights to ``<output>.data`` beside the file (as
+    every model past 2 GB is written): ONNX Runtime then maps them from the file instead of reading
+    them into memory, which lowers the peak memory of a session and loads it faster.
     """
     report = progress or log.info
     if (int8 or int4) and fp16:
@@ -115,7 +118,7 @@ def export(
     # op's float16 pass converts a finished model, so that one is built in memory).
     share = 0.25 if int8 else 0.14 if int4 else 0.5 if fp16 else 1.0
     weight_bytes = share * sum(array.nbytes for array in spec.weights.values())
-    stream = past_protobuf_limit(weight_bytes) and not (fp16 and not float16_layers)
+    stream = (external_data or past_protobuf_limit(weight_bytes)) and not (fp16 and not float16_layers)
     with streamed_weights(path) if stream else contextlib.nullcontext() as streamed:
         if vocabulary is None or kind is None:
             onnx_model = build_id_model(
@@ -138,7 +141,7 @@ def export(
             report(model_pass.description)
             model_pass.run(onnx_model)
         report(f"saving {path}")
-        files = save_model(onnx_model, path, streamed)
+        files = save_model(onnx_model, path, streamed, external=external_data)
     if ort is not None:
         report(f"converting to .ort for {ort}")
         files += write_ort(path, ort)

@@ -86,6 +86,13 @@ def add_parser(commands: Any) -> None:
         help="also write the .ort file that mobile apps load and its required_operators.config for a "
         "reduced-operator ONNX Runtime build, optimized for PLATFORM: arm (phones; the default) or amd64",
     )
+    export.add_argument(
+        "--external-data",
+        action="store_true",
+        help="write the weights to OUTPUT.data beside the .onnx file (always done past 2 GB): ONNX Runtime "
+        "then maps them from the file, for a lower peak memory and a faster load (see docs/performance.md); "
+        "the two files travel together",
+    )
     export.add_argument("-q", "--quiet", action="store_true", help="print no progress messages")
     export.set_defaults(run=run)
 
@@ -107,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         early_stopping=True if args.early_stopping else None,
         search=args.search,
         ort=args.ort,
+        external_data=args.external_data,
         progress=progress,
     )
     return 0

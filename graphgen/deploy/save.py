@@ -151,14 +151,17 @@ def streamed_weights(path: Path) -> Iterator[StreamedWeights]:
             weights.file.close()
 
 
-def save_model(model: ModelProto, path: Path, streamed: StreamedWeights | None = None) -> list[Path]:
-    """Write ``model`` to ``path`` (plus ``path.data`` for large models); returns the files written.
+def save_model(
+    model: ModelProto, path: Path, streamed: StreamedWeights | None = None, *, external: bool = False
+) -> list[Path]:
+    """Write ``model`` to ``path`` (plus ``path.data`` for large models, or with ``external``);
+    returns the files written.
 
     With ``streamed``, the weights are already in its file (``streamed_weights``): it is moved
     beside the model.
     """
     path = check_output_path(path)
-    external = past_protobuf_limit(_weights_bytes(model))
+    external = external or past_protobuf_limit(_weights_bytes(model))
     data_name = path.name + ".data"
     written: list[Path] = []
     with staging_directory(path.parent, path.name) as staging:

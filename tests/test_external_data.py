@@ -1,0 +1,47 @@
+"""``export --external-data``: the weights beside the file, mapped by ONNX Runtime, the same translations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+import graphgen
+from graphgen.checkpoint.load import load_checkpoint
+from graphgen.cli import main
+from graphgen.deploy.save import DATA_ALIGNMENT, INLINE_BYTES
+
+TEXTS = ["I have three cats.", "The meeting starts at 9:30 in the morning.", ""]
+
+
+@pytest.fixture(scope="module")
+def external_file(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("external") / "demo.onnx"
+    result = graphgen.export(str(demo_dir), str(path), external_data=True, progress=lambda _: None)
+    assert result.files == [path, path.with_name("demo.onnx.data")]
+    return path
+
+
+def test_weights_are_beside_the_file_at_mappable_offsets(external_file: Path, demo_dir: Path) -> None:
+    model = onnx.load(str(external_file), load_external_data=False)
+    external = [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    weights = load_checkpoint(demo_dir).spec.weights
+    stored = [t.name for t in model.graph.initializer if t.name in weights and weights[t.name].nbytes >= INLINE_BYTES]
+    assert stored and set(stored) <= {t.name for t in external}, "a weight stayed inside the .onnx"
+    for tensor in external:
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        assert entries["location"] == "demo.onnx.data"
+        assert int(entries["offset"]) % DATA_ALIGNMENT == 0, tensor.name
+
+
+def test_translations_equal_the_single_file(external_file: Path, demo_onnx: Path) -> None:
+    single = graphgen.Translator(demo_onnx).translate(TEXTS, num_beams=4)
+    assert graphgen.Translator(external_file).translate(TEXTS, num_beams=4) == single
+    assert demo_onnx.with_name(demo_onnx.name + ".data").exists() is False
+
+
+def test_cli_flag(demo_dir: Path, tmp_path: Path) -> None:
+    path = tmp_path / "ids.onnx"
+    assert main(["export", str(demo_dir), "-o", str(path), "--no-tokenizer", "--int8", "--external-data", "-q"]) == 0
+    assert path.with_name("ids.onnx.data").stat().st_size > path.stat().st_size
