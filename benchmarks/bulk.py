@@ -22,15 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEMO = ROOT / "models" / "demo-en-zh"
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(DEMO))
-
-from corpus import generate_pairs  # noqa: E402
-
-from graphgen import Translator, export  # noqa: E402
-from graphgen.runtime.bulk import TextLines, translate_file  # noqa: E402
+from graphgen import Translator, export
+from graphgen.runtime.bulk import TextLines, translate_file
+from graphgen.testing import DEMO_DIR, corpus_pairs
 
 
 def graphgen_run(model: Path, source: Path, work: Path, threads: int) -> tuple[float, list[str]]:
@@ -47,7 +41,7 @@ def ct2_run(folder: Path, compute: str, lines: list[str], threads: int) -> tuple
     import sentencepiece as spm
 
     translator = ctranslate2.Translator(str(folder), device="cpu", compute_type=compute, intra_threads=threads)
-    processor = spm.SentencePieceProcessor(model_file=str(DEMO / "source.spm"))
+    processor = spm.SentencePieceProcessor(model_file=str(DEMO_DIR / "source.spm"))
     started = time.perf_counter()
     batch = []
     for line in lines:
@@ -67,16 +61,16 @@ def main() -> None:
     args = parser.parse_args()
     from ctranslate2.converters import TransformersConverter
 
-    lines = [source for source, _ in generate_pairs(args.lines, seed=2026)]
+    lines = [source for source, _ in corpus_pairs(args.lines, seed=2026)]
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         source = work / "corpus.txt"
         source.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-        export(str(DEMO), str(work / "graphgen-fp32.onnx"))
-        export(str(DEMO), str(work / "graphgen-int8.onnx"), int8=True)
-        export(str(DEMO), str(work / "graphgen-int8-op.onnx"), int8=True, search="op")
+        export(str(DEMO_DIR), str(work / "graphgen-fp32.onnx"))
+        export(str(DEMO_DIR), str(work / "graphgen-int8.onnx"), int8=True)
+        export(str(DEMO_DIR), str(work / "graphgen-int8-op.onnx"), int8=True, search="op")
         for compute in ("float32", "int8"):
-            TransformersConverter(str(DEMO)).convert(str(work / f"ct2-{compute}"), quantization=compute, force=True)
+            TransformersConverter(str(DEMO_DIR)).convert(str(work / f"ct2-{compute}"), quantization=compute, force=True)
         runs: dict[str, tuple[float, list[str]]] = {}
         for name in ("graphgen-fp32", "graphgen-int8", "graphgen-int8-op"):
             runs[name] = graphgen_run(work / f"{name}.onnx", source, work, args.threads)

@@ -21,8 +21,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "benchmarks"), str(REPO / "tests")]
+from graphgen.testing import REPO, open_session, opus_mt_shaped_checkpoint
 
 EXPORT = "import sys, graphgen; graphgen.export(sys.argv[1], sys.argv[2], tokenizer=sys.argv[3] == 'text', int8=sys.argv[4] == 'int8', progress=lambda _: None)"  # noqa: E501
 
@@ -35,9 +34,8 @@ def export(tree: Path, checkpoint: Path, out: Path, interface: str, precision: s
 
 
 def session(path: Path) -> ort.InferenceSession:
-    from graphgen.runtime.translator import session_options
-
-    return ort.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
+    """The extensions library always registered: an older revision's files may not say they need it."""
+    return open_session(path, extensions=True)
 
 
 def main() -> None:
@@ -45,8 +43,6 @@ def main() -> None:
     parser.add_argument("--old", default="a214408", help="revision to compare against (default: before issue 14)")
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    from speed import full_size_checkpoint
-
     with tempfile.TemporaryDirectory() as work_dir:
         work = Path(work_dir)
         old_tree = work / "old"
@@ -54,7 +50,7 @@ def main() -> None:
             ["git", "worktree", "add", "--detach", str(old_tree), args.old], cwd=REPO, check=True, capture_output=True
         )
         try:
-            checkpoint = full_size_checkpoint(work / "checkpoint")
+            checkpoint = opus_mt_shaped_checkpoint(work / "checkpoint", placeholder_tokenizer=True)
             rng = np.random.default_rng(0)
             ids = rng.integers(10, 60000, size=(1, 20)).astype(np.int32)
             ids[0, -1] = 0

@@ -18,9 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from graphgen.testing import FULL_SIZE_SHAPES, full_size_family_checkpoint
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
 
 MODES = {
     "loop float32": {},
@@ -38,7 +38,7 @@ PEAK = "int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).
 EXPORT = """
 import json, sys, time
 from pathlib import Path
-from graphgen._export import export
+from graphgen import export
 started = time.perf_counter()
 result = export(sys.argv[1], sys.argv[2], tokenizer=False, progress=lambda _: None, **json.loads(sys.argv[3]))
 print(json.dumps({
@@ -78,8 +78,6 @@ def _python(code: str, *args: str) -> dict[str, object]:
 
 
 def main() -> None:
-    from speed import FAMILIES, family_checkpoint
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", default="nllb,mbart")
     parser.add_argument("--tiny", action="store_true", help="2 layers, vocab 2000 (a smoke test)")
@@ -96,8 +94,8 @@ def main() -> None:
     ]
     with tempfile.TemporaryDirectory() as temporary:
         for shape in args.shapes.split(","):
-            checkpoint = family_checkpoint(Path(temporary) / shape, shape, tiny=args.tiny)
-            label = FAMILIES[shape][1] + (" (tiny)" if args.tiny else "")
+            checkpoint = full_size_family_checkpoint(Path(temporary) / shape, shape, tiny=args.tiny)
+            label = FULL_SIZE_SHAPES[shape][1] + (" (tiny)" if args.tiny else "")
             for mode, options in MODES.items():
                 path = Path(temporary) / f"{shape}-{mode.replace(' ', '-')}.onnx"
                 exported = _python(EXPORT, str(checkpoint), str(path), json.dumps(options))

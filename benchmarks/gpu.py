@@ -1,6 +1,7 @@
 """graphgen on a GPU against HF ``generate`` on the same GPU, in one run; writes ``gpu_report.md``.
 
-    pip install onnxruntime-gpu torch transformers   # onnxruntime-gpu for CUDA 12 or 13, cuDNN 9
+    pip install -e ".[export]"                       # graphgen (and graphgen.testing) from this checkout
+    pip uninstall -y onnxruntime && pip install onnxruntime-gpu   # for CUDA 12 or 13, cuDNN 9
     python benchmarks/gpu.py                         # one NVIDIA GPU; goal: under 8 minutes on an H200
 
 1. Parity on the GPU: the demo model's 300 test sentences (4 beams, batches of 16) through the text
@@ -31,16 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from systems import _forced_length_kwargs  # this folder is sys.path[0] when run as a script
+
+from graphgen.testing import DEMO_DIR, demo_sources, hf_translate, open_session
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from systems import _forced_length_kwargs  # noqa: E402
-
-DEMO = ROOT / "models" / "demo-en-zh"
 NEW_TOKENS = 40
 WORKLOADS = (("batch 1 greedy", 1, 1), ("batch 1 × 4 beams", 1, 4), ("batch 16 × 4", 16, 4), ("batch 64 × 4", 64, 4))
 QUICK_WORKLOADS = (("batch 1 greedy", 1, 1), ("batch 4 × 2 beams", 4, 2))
@@ -59,22 +55,20 @@ class Setup:
 
 
 def _session(path: Path, providers: list[str]):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(str(path), options, providers=providers)
+    """A session on ``providers``, refused if ONNX Runtime fell back from the first (a silent CPU run
+    would be timed as the GPU's)."""
+    session = open_session(path, providers=providers)
     if providers[0] not in session.get_providers():
         raise RuntimeError(f"{path.name}: {providers[0]} not used (got {session.get_providers()})")
     return session
 
 
 def _export(checkpoint: Path, path: Path, **options: object) -> Path:
-    from graphgen._export import export
+    from graphgen import export
 
     if not path.exists():
         started = time.perf_counter()
-        export(checkpoint, path, progress=lambda _: None, **options)  # type: ignore[arg-type]
+        export(str(checkpoint), str(path), progress=lambda _: None, **options)  # type: ignore[arg-type]
         print(f"  exported {path.name} in {time.perf_counter() - started:.0f} s", flush=True)
     return path
 
@@ -84,26 +78,23 @@ def _export(checkpoint: Path, path: Path, **options: object) -> Path:
 
 def parity(setup: Setup) -> list[str]:
     import torch
-    from conftest import demo_test_pairs
     from transformers import MarianMTModel, MarianTokenizer
 
     from graphgen import Translator
 
-    sources = [source for source, _ in demo_test_pairs()]
+    sources = demo_sources()
     if setup.quick:
         sources = sources[:32]
-    tokenizer = MarianTokenizer.from_pretrained(DEMO)
+    tokenizer = MarianTokenizer.from_pretrained(DEMO_DIR)
     results: dict[str, list[str]] = {}
     for name, dtype in (("HF float32", torch.float32), ("HF float16", torch.float16)):
-        model = MarianMTModel.from_pretrained(DEMO, dtype=dtype).eval().to(setup.device)
+        model = MarianMTModel.from_pretrained(DEMO_DIR, dtype=dtype).eval().to(setup.device)
         texts = []
         for start in range(0, len(sources), 16):
-            batch = tokenizer(sources[start : start + 16], return_tensors="pt", padding=True).to(setup.device)
-            with torch.no_grad():
-                texts += tokenizer.batch_decode(model.generate(**batch, num_beams=4), skip_special_tokens=True)
+            texts += hf_translate(model, tokenizer, sources[start : start + 16], num_beams=4)
         results[name] = texts
     for precision, fp16 in (("float32", False), ("float16", True)):
-        path = _export(DEMO, setup.work / f"demo-text-{precision}.onnx", fp16=fp16)
+        path = _export(DEMO_DIR, setup.work / f"demo-text-{precision}.onnx", fp16=fp16)
         for where, providers in ((setup.device.upper(), setup.providers), ("CPU", ["CPUExecutionProvider"])):
             translator = Translator(path, providers=providers)
             texts = []
@@ -198,21 +189,21 @@ def _median_ms(run: Callable[[np.ndarray, np.ndarray, int], int], ids, mask, bea
 
 
 def speed(setup: Setup, shape: str) -> list[str]:
-    from speed import FAMILY_EOS, FAMILY_PAD, family_checkpoint, full_size_checkpoint
+    from graphgen.testing import FULL_SIZE_EOS, FULL_SIZE_PAD, full_size_family_checkpoint, opus_mt_shaped_checkpoint
 
     folder = setup.work / shape
     folder.mkdir(parents=True, exist_ok=True)
     checkpoint = folder / "checkpoint"
-    pad, eos, vocab = (65000, 0, 65001) if shape == "opus-mt" else (FAMILY_PAD, FAMILY_EOS, 256206)
+    pad, eos, vocab = (65000, 0, 65001) if shape == "opus-mt" else (FULL_SIZE_PAD, FULL_SIZE_EOS, 256206)
     if setup.quick and shape == "opus-mt":  # the demo model stands in for the opus-mt shape
-        checkpoint, pad, vocab = DEMO, 458, 459
+        checkpoint, pad, vocab = DEMO_DIR, 458, 459
     elif setup.quick:
         vocab = 2000
     if not (checkpoint / "model.safetensors").exists():
         if shape == "opus-mt":
-            full_size_checkpoint(checkpoint)
+            opus_mt_shaped_checkpoint(checkpoint, placeholder_tokenizer=True)
         else:
-            family_checkpoint(checkpoint, "nllb", tiny=setup.quick)
+            full_size_family_checkpoint(checkpoint, "nllb", tiny=setup.quick)
     files = {
         "graphgen float32": _export(checkpoint, folder / "fp32.onnx", tokenizer=False),
         "graphgen float16": _export(checkpoint, folder / "fp16.onnx", tokenizer=False, fp16=True),
@@ -257,15 +248,14 @@ def speed(setup: Setup, shape: str) -> list[str]:
 
 
 def text_overhead(setup: Setup) -> list[str]:
-    from conftest import demo_test_pairs
     from transformers import MarianTokenizer
 
     from graphgen import Translator
 
-    sources = [source for source, _ in demo_test_pairs()][:16]
-    text = _export(DEMO, setup.work / "demo-text-float32.onnx")
-    ids_file = _export(DEMO, setup.work / "demo-ids-float32.onnx", tokenizer=False)
-    batch = MarianTokenizer.from_pretrained(DEMO)(sources, padding=True, return_tensors="np")
+    sources = demo_sources()[:16]
+    text = _export(DEMO_DIR, setup.work / "demo-text-float32.onnx")
+    ids_file = _export(DEMO_DIR, setup.work / "demo-ids-float32.onnx", tokenizer=False)
+    batch = MarianTokenizer.from_pretrained(DEMO_DIR)(sources, padding=True, return_tensors="np")
     ids, mask = batch.input_ids.astype(np.int32), batch.attention_mask.astype(np.int32)
     translator = Translator(text, providers=setup.providers)
     session = _session(ids_file, setup.providers)

@@ -9,19 +9,15 @@ hypothesis only; "all" compares every returned hypothesis in order.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import onnxruntime as ort
 from transformers import MarianMTModel, MarianTokenizer
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from graphgen._export import export  # noqa: E402
-from graphgen.verify.parity import compare, graph_generate, hf_generate  # noqa: E402
+from graphgen import export
+from graphgen.testing import DEMO_DIR, open_session
+from graphgen.verify.parity import compare, graph_generate, hf_generate
 
 SETTINGS: list[tuple[str, dict[str, object]]] = [
     ("greedy", {"num_beams": 1}),
@@ -39,7 +35,7 @@ SETTINGS: list[tuple[str, dict[str, object]]] = [
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", default=str(ROOT / "models" / "demo-en-zh"))
+    parser.add_argument("--checkpoint", default=str(DEMO_DIR))
     parser.add_argument("--sentences", type=int, default=120)
     parser.add_argument("--batch-size", type=int, default=8)
     args = parser.parse_args()
@@ -50,8 +46,8 @@ def main() -> None:
     config = model.generation_config
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ids.onnx"
-        export(args.checkpoint, path, tokenizer=False)
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        export(args.checkpoint, str(path), tokenizer=False)
+        session = open_session(path)
         print(f"{len(sentences)} sentences of {args.checkpoint}, batch {args.batch_size}\n")
         print("| setting | top-1 identical | all returned identical | HF s | graph s |")
         print("|---|---|---|---|---|")

@@ -27,16 +27,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from systems import SYSTEMS, System  # this folder is sys.path[0] when run as a script
+
+from graphgen.testing import (
+    DEMO_DIR,
+    FULL_SIZE_EOS,
+    FULL_SIZE_PAD,
+    FULL_SIZE_SHAPES,
+    REPO,
+    demo_sources,
+    full_size_family_checkpoint,
+    opus_mt_shaped_checkpoint,
+)
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from systems import SYSTEMS, System  # noqa: E402
-
-DEMO = ROOT / "models" / "demo-en-zh"
 REPLY = "@@"
 
 
@@ -106,90 +110,6 @@ def stop_workers(workers: list[Worker]) -> None:
             worker.process.wait()
 
 
-def full_size_checkpoint(directory: Path) -> Path:
-    """The opus-mt-en-zh shape with random weights, plus placeholder tokenizer files (CTranslate2's
-    converter reads the vocabulary; the benchmark feeds token ids, so the pieces are arbitrary)."""
-    from test_full_size import opus_mt_shaped_checkpoint
-
-    opus_mt_shaped_checkpoint(directory)
-    size = 65001
-    pieces = ["</s>", "<unk>", *[f"▁w{i}" for i in range(2, size - 1)], "<pad>"]
-    (directory / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}), encoding="utf-8")
-    for name in ("source.spm", "target.spm"):
-        shutil.copy(DEMO / name, directory / name)
-    (directory / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": False}), encoding="utf-8")
-    return directory
-
-
-# Full-size shapes of the multilingual families (config class, label, config), from the hub configs of
-# facebook/nllb-200-distilled-600M and facebook/mbart-large-50-many-to-many-mmt.
-FAMILY_PAD, FAMILY_EOS = 1, 2
-_FAIRSEQ_SHAPE = {
-    "d_model": 1024,
-    "encoder_layers": 12,
-    "decoder_layers": 12,
-    "encoder_attention_heads": 16,
-    "decoder_attention_heads": 16,
-    "encoder_ffn_dim": 4096,
-    "decoder_ffn_dim": 4096,
-    "max_position_embeddings": 1024,
-    "scale_embedding": True,
-    "pad_token_id": FAMILY_PAD,
-    "eos_token_id": FAMILY_EOS,
-    "bos_token_id": 0,
-    "decoder_start_token_id": FAMILY_EOS,
-}
-FAMILIES = {
-    "nllb": (
-        "M2M100Config",
-        "NLLB-200-distilled-600M shape (random weights)",
-        _FAIRSEQ_SHAPE | {"vocab_size": 256206, "activation_function": "relu"},
-    ),
-    "mbart": (
-        "MBartConfig",
-        "mBART-50 shape (random weights)",
-        # the fairseq-era keys the hub's config.json carries (CTranslate2's converter reads them)
-        _FAIRSEQ_SHAPE
-        | {"vocab_size": 250054, "activation_function": "gelu", "normalize_before": True, "normalize_embedding": True}
-        | {"add_final_layer_norm": True, "tokenizer_class": "MBart50Tokenizer"},
-    ),
-}
-
-
-def family_checkpoint(directory: Path, family: str, *, tiny: bool = False) -> Path:
-    """A full-size NLLB or mBART-50 shape with random weights (as HF initialises them), in safetensors,
-    plus placeholder tokenizer files: CTranslate2's converter reads a vocabulary of the model's size
-    (a word-level ``tokenizer.json``; the benchmark feeds token ids, so the pieces are arbitrary)."""
-    import gc
-
-    import torch
-    import transformers
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
-
-    config_class, _, settings = FAMILIES[family]
-    if tiny:
-        settings = settings | {"vocab_size": 2000, "encoder_layers": 2, "decoder_layers": 2}
-    config = getattr(transformers, config_class)(**settings)
-    torch.manual_seed(0)
-    model = transformers.AutoModelForSeq2SeqLM.from_config(config).eval()
-    model.generation_config = transformers.GenerationConfig(
-        bos_token_id=0, decoder_start_token_id=FAMILY_EOS, eos_token_id=FAMILY_EOS, pad_token_id=FAMILY_PAD
-    )
-    model.save_pretrained(directory)
-    del model
-    gc.collect()
-    size = settings["vocab_size"]
-    pieces = ["<s>", "<pad>", "</s>", "<unk>", *[f"▁w{i}" for i in range(4, size)]]
-    vocab = {piece: index for index, piece in enumerate(pieces)}
-    Tokenizer(WordLevel(vocab, unk_token="<unk>")).save(str(directory / "tokenizer.json"))
-    (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
-    specials = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
-    config_file = {"tokenizer_class": "PreTrainedTokenizerFast", **specials}
-    (directory / "tokenizer_config.json").write_text(json.dumps(config_file), encoding="utf-8")
-    return directory
-
-
 @dataclass
 class Workload:
     name: str
@@ -213,11 +133,10 @@ def random_workloads(pad: int, eos: int, batch: int = 16, top: int = 60000) -> l
 
 
 def demo_workloads() -> list[Workload]:
-    from conftest import demo_test_pairs
     from transformers import MarianTokenizer
 
-    tokenizer = MarianTokenizer.from_pretrained(DEMO)
-    sources = [source for source, _ in demo_test_pairs()]
+    tokenizer = MarianTokenizer.from_pretrained(DEMO_DIR)
+    sources = demo_sources()
     lengths = [len(tokenizer(s).input_ids) for s in sources]
     nearest_20 = sources[int(np.argmin([abs(n - 20) for n in lengths]))]
     result = []
@@ -339,11 +258,10 @@ def roofline(greedy_ms: float, steps: int, bandwidths: list[float]) -> str:
 def quantized_quality(work: Path) -> list[str]:
     """The quantized files against fp32 and against the references (demo test set): exact-match
     rates, and chrF (sacrebleu, characters: the targets are Chinese)."""
-    from conftest import demo_test_pairs
     from sacrebleu.metrics import CHRF
 
-    from graphgen import Translator
-    from graphgen._export import export
+    from graphgen import Translator, export
+    from graphgen.testing import demo_test_pairs
 
     pairs = demo_test_pairs()
     sources = [source for source, _ in pairs]
@@ -351,7 +269,7 @@ def quantized_quality(work: Path) -> list[str]:
     outputs, sizes = {}, {}
     for name, options in (("fp32", {}), ("int8", {"int8": True}), ("int4", {"int4": True})):
         path = work / f"demo-{name}.onnx"
-        export(DEMO, path, progress=lambda _: None, **options)
+        export(str(DEMO_DIR), str(path), progress=lambda _: None, **options)
         translator = Translator(path, threads=2)
         outputs[name] = [t for i in range(0, len(sources), 16) for t in translator.translate(sources[i : i + 16])]
         sizes[name] = path.stat().st_size / 2**20
@@ -536,14 +454,16 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=40)
     parser.add_argument("--chart-lengths", default="8,16,32,64,128")
     parser.add_argument("--chart-runs", type=int, default=3)
-    parser.add_argument("--models", default="full,demo", help=f"comma-separated: full, demo, {', '.join(FAMILIES)}")
+    parser.add_argument(
+        "--models", default="full,demo", help=f"comma-separated: full, demo, {', '.join(FULL_SIZE_SHAPES)}"
+    )
     parser.add_argument(
         "--tiny-families",
         action="store_true",
         help="2-layer, 2,000-token versions of the family shapes (a quick check)",
     )
     parser.add_argument("--systems", default=",".join(s.key for s in SYSTEMS))
-    parser.add_argument("--optimum-python", type=Path, default=ROOT / ".venv-optimum" / "bin" / "python")
+    parser.add_argument("--optimum-python", type=Path, default=REPO / ".venv-optimum" / "bin" / "python")
     parser.add_argument("--report", type=Path, default=HERE / "report.md")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -557,15 +477,17 @@ def main() -> None:
         for model in args.models.split(","):
             print(f"model: {model}", flush=True)
             if model == "full":
-                checkpoint = full_size_checkpoint(work / "full-checkpoint")
+                checkpoint = opus_mt_shaped_checkpoint(work / "full-checkpoint", placeholder_tokenizer=True)
                 label, workloads = "opus-mt-en-zh shape (random weights)", random_workloads(65000, 0)
-            elif model in FAMILIES:
-                checkpoint = family_checkpoint(work / f"{model}-checkpoint", model, tiny=args.tiny_families)
-                label = FAMILIES[model][1] + (" (tiny)" if args.tiny_families else "")
-                workloads = random_workloads(FAMILY_PAD, FAMILY_EOS, batch=8, top=1990 if args.tiny_families else 60000)
+            elif model in FULL_SIZE_SHAPES:
+                folder = work / f"{model}-checkpoint"
+                checkpoint = full_size_family_checkpoint(folder, model, tiny=args.tiny_families)
+                label = FULL_SIZE_SHAPES[model][1] + (" (tiny)" if args.tiny_families else "")
+                top = 1990 if args.tiny_families else 60000
+                workloads = random_workloads(FULL_SIZE_PAD, FULL_SIZE_EOS, batch=8, top=top)
             else:
                 checkpoint = work / "demo-checkpoint"
-                shutil.copytree(DEMO, checkpoint)
+                shutil.copytree(DEMO_DIR, checkpoint)
                 label, workloads = "demo-en-zh", demo_workloads()
             workers = start_workers(systems, checkpoint, work / model, args.optimum_python)
             per_model[label] = workers

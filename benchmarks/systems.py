@@ -91,13 +91,13 @@ class _HF:
 
 def _prepare_graphgen(key: str, int8: bool, search: str = "auto", int4: bool = False):
     def prepare(checkpoint: Path, work: Path) -> None:
-        from graphgen._export import export
+        from graphgen import export
 
         folder = work / key
         folder.mkdir(parents=True, exist_ok=True)
         export(
-            checkpoint,
-            folder / "model.onnx",
+            str(checkpoint),
+            str(folder / "model.onnx"),
             tokenizer=False,
             int8=int8,
             int4=int4,

@@ -19,19 +19,15 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+from graphgen.testing import DEMO_DIR, builder_model, open_session, opus_mt_shaped_checkpoint
 
-DEMO = ROOT / "models" / "demo-en-zh"
+HERE = Path(__file__).resolve().parent
 PIECES = 32_000
 WORDS = [
     "the",
@@ -197,7 +193,7 @@ def synthetic_spm(path: Path, count: int = PIECES, seed: int = 0) -> Path:
     from sentencepiece import sentencepiece_model_pb2
 
     proto = sentencepiece_model_pb2.ModelProto()
-    proto.ParseFromString((DEMO / "source.spm").read_bytes())
+    proto.ParseFromString((DEMO_DIR / "source.spm").read_bytes())
     rng = random.Random(seed)
     existing = {piece.piece for piece in proto.pieces}
     letters = "etaoinshrdlcumwfgypbvkjxqz"
@@ -221,7 +217,6 @@ def synthetic_spm(path: Path, count: int = PIECES, seed: int = 0) -> Path:
 def checkpoint(directory: Path) -> Path:
     """The full opus-mt-en-zh shape with random weights and the synthetic vocabulary."""
     import sentencepiece as spm
-    from test_full_size import opus_mt_shaped_checkpoint
 
     opus_mt_shaped_checkpoint(directory)
     synthetic_spm(directory / "source.spm")
@@ -245,13 +240,10 @@ def sentence(tokens: int, seed: int) -> str:
 
 def encoder_sessions(directory: Path, threads: int) -> dict[str, object]:
     """The encoding half of each kind of text file, as a session of its own."""
-    import onnxruntime as ort
     from graphgen.custom_ops import GraphBuilder
     from graphgen.custom_ops.builder import EXTENSIONS_DOMAIN, INT32, ML_DOMAIN, ML_OPSET, STRING
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
-    from graphgen._assemble import make_model
-    from graphgen.runtime.translator import session_options
     from graphgen.text.marian import add_tokenizer, load_vocabulary
     from graphgen.text.portable import add_portable_tokenizer
 
@@ -267,18 +259,9 @@ def encoder_sessions(directory: Path, threads: int) -> dict[str, object]:
             ids, mask = add_tokenizer(b, name, vocabulary, 0, 65000, max_length=512)
         b.output(ids, "input_ids", INT32, ["batch", "length"])
         b.output(mask, "attention_mask", INT32, ["batch", "length"])
-        tables = [numpy_helper.from_array(a, n) for n, a in b.derived_weights.items()]
-        graph = helper.make_graph(
-            b.nodes,
-            "t",
-            [helper.make_tensor_value_info(name, elem, shape)],
-            b.outputs,
-            initializer=[*b.constants, *tables],
-        )
-        model = make_model(graph, {}, domains=[(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)])
-        sessions[kind] = ort.InferenceSession(
-            model.SerializeToString(), session_options(threads, extensions=kind == "extensions")
-        )
+        inputs = [helper.make_tensor_value_info(name, elem, shape)]
+        model = builder_model(b, inputs, domains=[(EXTENSIONS_DOMAIN, 1), (ML_DOMAIN, ML_OPSET)])
+        sessions[kind] = open_session(model, threads, extensions=kind == "extensions")
     return sessions
 
 

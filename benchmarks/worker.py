@@ -18,11 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
-
-from systems import BY_KEY
+from systems import BY_KEY  # this folder is sys.path[0] when run as a script
 
 REPLY = "@@"
 

@@ -20,7 +20,7 @@ Python path for them:
   ``demo-en-zh-truncate.onnx``, a copy with ``truncate`` baked in (``graphgen bake --truncate``)
   for bindings that cannot set optional inputs (Java);
 * ``nllb-languages.onnx`` and ``languages.tsv``: a small NLLB checkpoint (random weights, a
-  SentencePiece model trained here, built as ``tests/conftest.py`` lays out the hub's files),
+  SentencePiece model trained here, laid out as the hub's files by ``graphgen.testing``),
   exported and baked with ``--keep-languages`` so that Java can choose the languages per call; the
   TSV holds source language, target language, text and ``graphgen.Translator``'s translation.
 """
@@ -69,11 +69,9 @@ def main(out: Path) -> None:
 
 def language_fixtures(out: Path, texts: list[str]) -> int:
     """The NLLB file with its language inputs kept, and Python's answers for three targets."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from conftest import language_checkpoint
-
     import graphgen
     from graphgen.passes.bake import write_baked
+    from graphgen.testing import language_checkpoint
 
     checkpoint = out / "nllb-checkpoint"
     language_checkpoint(checkpoint, "NllbTokenizer", seed=1, num_beams=4)  # a seed whose targets differ on every text

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
-from conftest import REPO, demo_test_pairs, file_session
 
 from graphgen import GraphgenError, Translator
 from graphgen.contract import TEXT_UTF8
+from graphgen.passes.bake import write_baked
+from graphgen.testing import FAMILIES, LONG_SOURCE, REPO, TextFiles, demo_sources, open_session, text_feeds
 
-SOURCES = [source for source, _ in demo_test_pairs()][:24]
-LONG = ">>cmn_Hans<< " + "I have three cats. " * 200
+SOURCES = demo_sources()[:24]
 
 
 def graphgen_bake(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -25,12 +27,12 @@ def test_baked_copy_translates_with_its_fixed_settings(demo_onnx: Path, tmp_path
     baked = tmp_path / "greedy-truncating.onnx"
     done = graphgen_bake(demo_onnx, "-o", baked, "--num-beams", "1", "--truncate")
     assert done.returncode == 0, done.stderr[-2000:]
-    session = file_session(baked)
+    session = open_session(baked)
     assert [i.name for i in session.get_inputs()] == [TEXT_UTF8] and session.get_overridable_initializers() == []
 
     original, copy = Translator(demo_onnx), Translator(baked)
     assert copy.defaults["num_beams"] == 1
-    texts = [*SOURCES, LONG]
+    texts = [*SOURCES, LONG_SOURCE]
     assert copy.translate(texts) == original.translate(texts, num_beams=1, truncate=True)
     assert copy.translate(texts, num_beams=1, truncate=True) == copy.translate(texts)  # the fixed values are fine
     with pytest.raises(GraphgenError, match="num_beams is fixed to 1"):
@@ -51,3 +53,26 @@ def test_bake_refusals(demo_onnx: Path, tmp_path: Path) -> None:
         done = graphgen_bake(*arguments)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (arguments, done)
     assert not (tmp_path / "m.onnx").exists()
+
+
+@pytest.mark.parametrize("family", [name for name, family in FAMILIES.items() if family.has_languages])
+def test_baked_copy_can_keep_the_languages(
+    family_text: Callable[[str], TextFiles], family: str, demo_onnx: Path, tmp_path: Path
+) -> None:
+    """`graphgen bake --keep-languages`: settings fixed, the languages required inputs (for Java)."""
+    files = family_text(family)
+    baked = tmp_path / "java.onnx"
+    write_baked(files.onnx, baked, {"num_beams": 1}, keep_languages=True)
+    session = open_session(baked)
+    assert sorted(i.name for i in session.get_inputs()) == ["source_language", "target_language", "text_utf8"]
+    assert session.get_overridable_initializers() == []
+    target, texts = files.family.target_languages[0], files.sentences()[:4]
+    feeds = {"source_language": [files.family.source_language], "target_language": [target]}
+    feeds = {k: np.array(v, dtype=object) for k, v in feeds.items()} | text_feeds(session, texts)
+    (raw,) = session.run(["translation"], feeds)
+    assert raw[:, 0].tolist() == files.translator.translate(texts, target_language=target, num_beams=1)
+    copy = Translator(baked)
+    assert copy.translate(texts, target_language=target) == raw[:, 0].tolist()
+    assert copy.translate(texts) == files.translator.translate(texts, num_beams=1)  # the file's defaults
+    with pytest.raises(GraphgenError, match="has no language inputs to keep"):
+        write_baked(demo_onnx, tmp_path / "demo.onnx", keep_languages=True)

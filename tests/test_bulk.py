@@ -10,16 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import DEMO_DIR, REPO, demo_test_pairs
-
 from graphgen import Translator
 from graphgen.runtime.bulk import JsonLines, TextLines, translate_lines
+from graphgen.testing import LONG_SOURCE, REPO, corpus_pairs, demo_sources
 
-sys.path.insert(0, str(DEMO_DIR))
-from corpus import generate_pairs  # the demo model's corpus generator
-
-SOURCES = [source for source, _ in demo_test_pairs()]
-LONG = ">>cmn_Hans<< " + "I have three cats. " * 200  # about 1,200 tokens; the demo model has 512 positions
+SOURCES = demo_sources()
 
 
 def graphgen_translate(*args: str | Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -33,7 +28,7 @@ def lines_of(path: Path) -> list[str]:
 
 def test_ten_thousand_lines_equal_line_by_line_and_resume_after_kill(demo_onnx: Path, tmp_path: Path) -> None:
     """10,000 lines, greedy (four times cheaper than beam search; batching works the same way)."""
-    sources = [source for source, _ in generate_pairs(10_000, seed=2026)]
+    sources = [source for source, _ in corpus_pairs(10_000, seed=2026)]
     source_file = tmp_path / "corpus.txt"
     source_file.write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
     translator = Translator(demo_onnx)
@@ -96,7 +91,7 @@ def test_bad_lines_fail_with_their_number_or_are_skipped(demo_onnx: Path, tmp_pa
     source_file = tmp_path / "mixed.txt"
     source_file.write_bytes(
         b"I have three cats.\n\xff\xfe not UTF-8\n"
-        + LONG.encode()
+        + LONG_SOURCE.encode()
         + b"\n  \nTom is 7 years old.\r\nNo newline at the end."
     )
     out = tmp_path / "out.txt"
@@ -119,7 +114,7 @@ def test_bad_lines_fail_with_their_number_or_are_skipped(demo_onnx: Path, tmp_pa
         demo_onnx, "-i", source_file, "-o", out, "--on-error", "skip", "--truncate", "--overwrite"
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert lines_of(out) == [first, "", translator.translate([LONG], truncate=True)[0], "", *tail]
+    assert lines_of(out) == [first, "", translator.translate([LONG_SOURCE], truncate=True)[0], "", *tail]
 
 
 def test_bad_json_lines_are_reported(demo_onnx: Path) -> None:

@@ -26,38 +26,33 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from conftest import REPO, demo_test_pairs, language_checkpoint, t5_checkpoint
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import Translator, export
 from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
+from graphgen.testing import FAMILIES, REPO, demo_sources, demo_texts, family_checkpoint, hf_translate, open_session
 
 ORT_RELEASES = ("1.17.3", "1.20.1", "1.24.4", "1.32.0")  # the floor, the issue's floor, a middle one, the newest
 EXTENSIONS_RELEASES = ("0.13.0", "0.14.0", "0.15.2")  # Java/Android, C#, PyPI's newest
 NO_EXTENSIONS = "none"
 CELLS = [(runtime, extensions) for runtime in ORT_RELEASES for extensions in (*EXTENSIONS_RELEASES, NO_EXTENSIONS)]
-SOURCES = [source for source, _ in demo_test_pairs()]
+SOURCES = demo_sources()
 BATCH = 16
 ID_FILES = ("ids", "ids-int8", "ids-op")
 PORTABLE_TEXT = ("text", "text-int8", "text-int4")  # the default: the tokenizer in standard ONNX ops
 EXTENSIONS_TEXT = ("text-extensions",)
-FAMILY_SENTENCES = [source.split(" ", 1)[1] for source in SOURCES[:48]]
-# file name → tokenizer class, source language, three targets (T5 has none: the task is in the text)
-FAMILIES = {
-    "nllb-text": ("NllbTokenizer", "eng_Latn", ("zho_Hans", "fra_Latn", "deu_Latn")),
-    "m2m100-text": ("M2M100Tokenizer", "en", ("zh", "fr", "de")),
-    "mbart50-text": ("MBart50Tokenizer", "en_XX", ("zh_CN", "fr_XX", "de_DE")),
-    "t5-text": ("T5Tokenizer", "", ()),
-}
+FAMILY_SENTENCES = demo_texts()[:48]
+# file name → the FAMILIES row: one per tokenizer kind (T5: the original, tied head and relative
+# position bias in both stacks; no languages, the task is in the text)
+MATRIX_FAMILIES = {f"{name}-text": FAMILIES[name] for name in ("nllb", "m2m100", "mbart50", "t5")}
 # NLLB also as int8 (as the demo: the same strings on every cell). A random-weight T5 is too unstable
 # under int8 for that (its int8 file agrees with its float32 file on 9 of 48 sentences, and runtimes
 # differ in the last bits), so T5 is checked in float32 only.
 FAMILY_INT8 = ("nllb-text",)
 FAMILY_EXTENSIONS = ("nllb-text",)  # the families' extensions-based files are checked through NLLB's
 FAMILY_FILES = [
-    *FAMILIES,
+    *MATRIX_FAMILIES,
     *(f"{name}-int8" for name in FAMILY_INT8),
     *(f"{name}-extensions" for name in FAMILY_EXTENSIONS),
 ]
@@ -132,12 +127,9 @@ def family_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pa
     NLLB also as an int8 file."""
     folder = tmp_path_factory.mktemp("families")
     out = {}
-    for name, (tokenizer_class, source, targets) in FAMILIES.items():
+    for name, family in MATRIX_FAMILIES.items():
         directory = folder / name
-        if targets:
-            language_checkpoint(directory, tokenizer_class, num_beams=4)
-        else:  # the original T5: tied head, relative position bias in both stacks
-            t5_checkpoint(directory, "t5", num_beams=4)
+        family_checkpoint(directory, family.name, num_beams=4)
         export(directory, directory / "model.onnx", progress=lambda _: None)
         if name in FAMILY_INT8:
             export(directory, directory / "int8.onnx", int8=True, progress=lambda _: None)
@@ -146,14 +138,14 @@ def family_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pa
         batches = []
         for start in range(0, len(FAMILY_SENTENCES), BATCH):
             texts = FAMILY_SENTENCES[start : start + BATCH]
-            if targets:
+            if family.has_languages:
                 languages = {
-                    "source_language": [source],
-                    "target_language": [targets[i % 3] for i in range(len(texts))],
+                    "source_language": [family.source_language],
+                    "target_language": [family.target_languages[i % 3] for i in range(len(texts))],
                 }
                 batches.append({"text": texts, **languages})
             else:
-                batches.append({"text": [f"translate English to German: {text}" for text in texts]})
+                batches.append({"text": family.texts(texts)})
         out[name] = (directory / "model.onnx", batches)
         if name in FAMILY_INT8:
             out[f"{name}-int8"] = (directory / "int8.onnx", batches)
@@ -165,20 +157,16 @@ def family_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pa
 @pytest.fixture(scope="module")
 def expected(demo_dir: Path, files: dict[str, Path], id_batches: list, family_files: dict) -> dict[str, object]:
     """HF generate for float32 text; the newest runtime (this venv) for int8, the ids and the other
-    families (whose files equal HF on it: tests/test_language_models.py, tests/test_t5.py)."""
-    import torch
-
+    families (whose files equal HF on it: tests/test_family_parity.py)."""
     model = MarianMTModel.from_pretrained(demo_dir).eval()
     tokenizer = MarianTokenizer.from_pretrained(demo_dir)
     hf = []
     for start in range(0, len(SOURCES), BATCH):
-        inputs = tokenizer(SOURCES[start : start + BATCH], return_tensors="pt", padding=True)
-        with torch.no_grad():
-            hf += tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)
+        hf += hf_translate(model, tokenizer, SOURCES[start : start + BATCH])
     newest = {name: Translator(files[name]) for name in ("text-int8", "text-int4")}
     ids = {}
     for name in ID_FILES:
-        session = ort.InferenceSession(str(files[name]), providers=["CPUExecutionProvider"])
+        session = open_session(files[name])
         ids[name] = [
             session.run(["sequences"], {k: np.array(v, dtype=np.int32) for k, v in batch.items()})[0].tolist()
             for batch in id_batches

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import onnx
 import pytest
-from conftest import language_checkpoint, t5_checkpoint
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
 
-from graphgen._export import export
+from graphgen import export
+from graphgen.testing import family_checkpoint
 
 # (domain, op type) of the CUDA kernels that admit tensor(string); see the module docstring.
 CUDA_STRING_KERNELS = {("", op) for op in ("Loop", "If", "Scan", "Size", "RandomNormalLike", "RandomUniformLike")}
@@ -112,15 +112,9 @@ def text_files(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path) -> dict
     quiet = {"progress": lambda _: None}
     files = {}
     sources = {"marian": demo_dir}
-    for family, tokenizer_class in (
-        ("nllb", "NllbTokenizer"),
-        ("m2m100", "M2M100Tokenizer"),
-        ("mbart50", "MBart50Tokenizer"),
-    ):
-        language_checkpoint(folder / family, tokenizer_class)
+    for family in ("nllb", "m2m100", "mbart50", "t5"):  # one per tokenizer kind
+        family_checkpoint(folder / family, family)
         sources[family] = folder / family
-    t5_checkpoint(folder / "t5", "t5")
-    sources["t5"] = folder / "t5"
     for family, source in sources.items():
         for kind in ("onnx", "extensions"):
             path = folder / f"{family}-{kind}.onnx"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from graphgen.custom_ops import (
     GraphBuilder,
@@ -24,10 +23,9 @@ from graphgen.custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, S
 from graphgen.custom_ops.text import JOIN_LEVELS, join_strings
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import helper, numpy_helper
+from onnx import helper
 
-from graphgen._assemble import make_model
-from graphgen.runtime.translator import session_options
+from graphgen.testing import builder_model, open_session
 
 
 def run(b: GraphBuilder, inputs: dict[str, tuple[int, np.ndarray]], outputs: list[str]) -> list[np.ndarray]:
@@ -36,11 +34,7 @@ def run(b: GraphBuilder, inputs: dict[str, tuple[int, np.ndarray]], outputs: lis
     for name in outputs:
         b.op("Identity", [name], outputs=[f"out_{name}"])
     outs = [helper.make_empty_tensor_value_info(f"out_{name}") for name in outputs]
-    tables = [numpy_helper.from_array(a, n) for n, a in b.derived_weights.items()]
-    graph = helper.make_graph(b.nodes, "t", infos, outs, initializer=[*b.constants, *tables])
-    session = ort.InferenceSession(
-        make_model(graph, {}, [(EXTENSIONS_DOMAIN, 1)]).SerializeToString(), session_options()
-    )
+    session = open_session(builder_model(b, infos, outs, domains=[(EXTENSIONS_DOMAIN, 1)]), extensions=True)
     return session.run(None, {name: value for name, (_, value) in inputs.items()})
 
 
@@ -242,7 +236,6 @@ def test_builder_output_renames_at_the_source() -> None:
     b.output(tripled, "tripled", INT64, [None])
     assert [n.op_type for n in b.nodes] == ["Add", "Add", "Identity"]
     assert list(b.nodes[1].input) == ["doubled", "x"]
-    graph = helper.make_graph(b.nodes, "t", [helper.make_tensor_value_info("x", INT64, [None])], b.outputs)
-    session = ort.InferenceSession(make_model(graph, {}).SerializeToString(), providers=["CPUExecutionProvider"])
+    session = open_session(builder_model(b, [helper.make_tensor_value_info("x", INT64, [None])]))
     got = session.run(None, {"x": np.array([1, 2], np.int64)})
     assert [g.tolist() for g in got] == [[2, 4], [1, 2], [3, 6]]

@@ -10,15 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from conftest import random_marian
 
-from graphgen import CheckpointError, OutputPathError, UnsupportedModelError
+from graphgen import CheckpointError, OutputPathError, UnsupportedModelError, export
 from graphgen._assemble import build_id_model
-from graphgen._export import export
 from graphgen.checkpoint.load import load_checkpoint
 from graphgen.deploy.save import all_initializers, save_model
+from graphgen.testing import open_session, random_marian
 
 
 def test_weights_are_stored_once(demo_dir: Path) -> None:
@@ -92,7 +90,7 @@ def test_encoder_uses_the_three_input_form(demo_dir: Path) -> None:
 def test_id_level_io_and_defaults(demo_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / "ids.onnx"
     export(demo_dir, path, tokenizer=False)
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = open_session(path)
     inputs = {i.name: i for i in session.get_inputs()}
     assert list(inputs) == ["input_ids", "attention_mask"]
     assert inputs["input_ids"].type == "tensor(int32)"
@@ -194,7 +192,7 @@ def test_large_models_use_external_data(tmp_path: Path, demo_dir: Path, monkeypa
     written = save_model(model, tmp_path / "model.onnx")
     assert [p.name for p in written] == ["model.onnx", "model.onnx.data"]
     assert (tmp_path / "model.onnx").stat().st_size < 1_000_000
-    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    session = open_session(tmp_path / "model.onnx")
     ids = np.array([[2, 5, 6, 0]], dtype=np.int32)
     session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
 

@@ -16,13 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from conftest import DEMO_DIR, REPO, demo_test_pairs, random_marian
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import SourceTooLongError, Translator, export
+from graphgen.testing import DEMO_DIR, REPO, demo_sources, hf_translate, open_session, random_marian
 
-SOURCES = [source for source, _ in demo_test_pairs()]
+SOURCES = demo_sources()
 LONG = ">>cmn_Hans<< " + "My sister bought 12 books yesterday. " * 150  # ~1,500 tokens
 
 
@@ -113,8 +112,7 @@ def test_source_longer_than_the_positions(short_model: tuple[Path, Path]) -> Non
     tokenizer = MarianTokenizer.from_pretrained(directory)
     inputs = tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=128)
     assert inputs["input_ids"].shape[1] == 128
-    with torch.no_grad():
-        expected = tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)
+    expected = hf_translate(model, tokenizer, texts, source_limit=128)
     assert translator.translate(texts, truncate=True) == expected
     assert translator.translate(texts[1:2]) == expected[1:2]  # a short text needs no truncation
 
@@ -154,11 +152,9 @@ def test_raw_session_names_the_limit(short_model: tuple[Path, Path], tmp_path: P
 
 def test_id_level_graph_at_exactly_the_positions(tmp_path: Path) -> None:
     """The check stops what the encoder cannot run, not less: a source of exactly max_positions runs."""
-    import onnxruntime as ort
-
     checkpoint = random_marian(tmp_path / "ckpt")  # 64 positions
     export(checkpoint, tmp_path / "ids.onnx", tokenizer=False)
-    session = ort.InferenceSession(str(tmp_path / "ids.onnx"), providers=["CPUExecutionProvider"])
+    session = open_session(tmp_path / "ids.onnx")
     ids = np.full((2, 64), 5, np.int32)
     ids[:, -1] = 0
     session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids), "max_length": np.array([8], np.int32)})

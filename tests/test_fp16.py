@@ -18,26 +18,30 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import file_session, text_feeds
 
+from graphgen import export
 from graphgen._assemble import standalone_subgraph
-from graphgen._export import export
 from graphgen.checkpoint.load import load_checkpoint
 from graphgen.deploy.save import all_initializers
 from graphgen.model.spec import ModelSpec
-from graphgen.model.transformer import build_decoder_graph, build_encoder_graph
 from graphgen.passes.fp16 import Float16Error, to_float16
-
-
-def _session(model: onnx.ModelProto) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+from graphgen.search.op import build_decoder_graph, build_encoder_graph
+from graphgen.testing import (
+    FAMILIES,
+    demo_sources,
+    family_model,
+    hf_tokens,
+    hf_translate,
+    open_session,
+    random_sources,
+    run_id_file,
+    text_feeds,
+)
 
 
 def _both(spec: ModelSpec, build: Callable) -> tuple[ort.InferenceSession, ort.InferenceSession]:
-    fp32 = _session(standalone_subgraph(spec, build(spec)))
-    fp16 = _session(to_float16(standalone_subgraph(spec, build(spec)), whole=True))
+    fp32 = open_session(standalone_subgraph(spec, build(spec)))
+    fp16 = open_session(to_float16(standalone_subgraph(spec, build(spec)), whole=True))
     return fp32, fp16
 
 
@@ -88,7 +92,7 @@ def test_fp16_op_export_loads_and_states_why_not_on_cpu(demo_dir: Path, tmp_path
     large = [n for n, t in floats.items() if np.prod(t.dims) > 1]
     assert all(n == "unigram_scores" or n.startswith("tokenizer/") for n in large), large
     assert (tmp_path / "fp16.onnx").stat().st_size < 0.6 * (tmp_path / "fp32.onnx").stat().st_size
-    session = file_session(tmp_path / "fp16.onnx", 1)
+    session = open_session(tmp_path / "fp16.onnx", 1)
     with pytest.raises(Exception, match="does not support float16 model on CPU"):
         session.run(None, text_feeds(session, [">>cmn_Hans<< I have 3 apples."]))
 
@@ -130,41 +134,34 @@ def test_fp16_loop_file_is_float16_layers_and_a_float32_search(demo_fp16: Path, 
 def test_fp16_loop_file_equals_hf_float16_on_the_demo_test_set(demo_fp16: Path, demo_dir: Path) -> None:
     """300 sentences, 4 beams, batches of 16: ORT's CPU provider against HF ``model.half()`` on the CPU."""
     import torch
-    from conftest import demo_test_pairs
     from transformers import MarianMTModel, MarianTokenizer
 
     from graphgen import Translator
 
-    sources = [source for source, _ in demo_test_pairs()]
+    sources = demo_sources()
     tokenizer = MarianTokenizer.from_pretrained(demo_dir)
     model = MarianMTModel.from_pretrained(demo_dir, dtype=torch.float16).eval()
     translator = Translator(demo_fp16)
     expected, actual = [], []
     for start in range(0, len(sources), 16):
         batch = sources[start : start + 16]
-        with torch.no_grad():
-            ids = model.generate(**tokenizer(batch, return_tensors="pt", padding=True), num_beams=4)
-        expected += tokenizer.batch_decode(ids, skip_special_tokens=True)
+        expected += hf_translate(model, tokenizer, batch, num_beams=4)
         actual += translator.translate(batch, num_beams=4)
     assert len(expected) == 300 and len(set(expected)) > 250
     assert actual == expected, [(a, e) for a, e in zip(actual, expected, strict=True) if a != e][:3]
 
 
-@pytest.mark.parametrize("family", ["M2M100", "MBart", "t5", "mt5"])
+@pytest.mark.parametrize("family", ["m2m100", "mbart50", "t5", "mt5"])
 def test_fp16_families_agree_with_hf_float16(family: str, tmp_path: Path) -> None:
     """Each family's float16 file runs on the CPU and gives HF float16's tokens for ≥ 80% of 104
     random sources, greedy and 4 beams. Measured 2026-12-04: 83-98%; HF's float16 against its own
     float32 on the same sources: 84-98% (the random weights make every score sharp enough for
     float16 rounding to flip a choice; the trained demo model agrees on all 300 test sentences)."""
-    from conftest import hf_tokens, random_family_model, random_sources, random_t5_model, run_id_file
-
     directory = tmp_path / family
-    if family in ("t5", "mt5"):
-        model, pad, eos = random_t5_model(directory, family, 120, num_beams=4), 0, 1
-    else:
-        model, pad, eos = random_family_model(directory, family, 120, num_beams=4), 1, 2
+    model = family_model(directory, family, 120, num_beams=4)
+    pad, eos = FAMILIES[family].pad, FAMILIES[family].eos
     export(directory, directory / "fp16.onnx", tokenizer=False, fp16=True, progress=lambda _: None)
-    session = file_session(directory / "fp16.onnx", 1)
+    session = open_session(directory / "fp16.onnx", 1)
     half = model.half()
     for beams in (1, 4):
         same = 0

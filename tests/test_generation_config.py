@@ -6,17 +6,15 @@ import json
 import shutil
 from pathlib import Path
 
-import onnxruntime as ort
 import pytest
-from conftest import demo_test_pairs
 from transformers import GenerationConfig, MarianMTModel, MarianTokenizer
 
-from graphgen import UnsupportedModelError
-from graphgen._export import export
+from graphgen import Translator, UnsupportedModelError, export
 from graphgen.checkpoint.generation import HONOURED, NO_EFFECT, SAMPLING_ONLY, refused_keys
+from graphgen.testing import demo_sources, demo_texts, family_checkpoint, hf_translate, open_session
 from graphgen.verify.parity import compare, graph_generate, hf_generate
 
-SENTENCES = [source for source, _ in demo_test_pairs()][:40]
+SENTENCES = demo_sources()[:40]
 
 REFUSED = {
     "forced_decoder_ids": [[1, 5]],
@@ -61,7 +59,7 @@ def test_key_the_graph_would_not_honour_stops_the_export(demo_dir: Path, tmp_pat
 def test_sampling_keys_without_sampling_are_ignored_as_hf_ignores_them(demo_dir: Path, tmp_path: Path) -> None:
     directory = checkpoint_with(demo_dir, tmp_path, temperature=0.3, top_k=5, top_p=0.5)
     export(directory, tmp_path / "model.onnx", tokenizer=False)
-    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    session = open_session(tmp_path / "model.onnx")
     model = MarianMTModel.from_pretrained(directory).eval()
     tokenizer = MarianTokenizer.from_pretrained(directory)
     expected = hf_generate(model, tokenizer, SENTENCES, 8)
@@ -72,7 +70,7 @@ def test_sampling_keys_without_sampling_are_ignored_as_hf_ignores_them(demo_dir:
 def _equal_to_hf(directory: Path, tmp_path: Path) -> list[list]:
     """Export ``directory`` id-level and check it equals HF, default search and greedy; HF's tokens."""
     export(directory, tmp_path / "model.onnx", tokenizer=False)
-    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    session = open_session(tmp_path / "model.onnx")
     model = MarianMTModel.from_pretrained(directory).eval()
     tokenizer = MarianTokenizer.from_pretrained(directory)
     results = []
@@ -106,6 +104,19 @@ def test_new_token_limits_are_honoured(demo_dir: Path, tmp_path: Path, settings:
             assert max(lengths) <= 5 and 5 in lengths  # 6 new tokens, the last a forced EOS: reached
         else:
             assert min(lengths) >= 9
+
+
+def test_generation_config_target_is_the_default(tmp_path: Path) -> None:
+    """A checkpoint whose generation config forces a language exports it as the default target."""
+    model, tokenizer = family_checkpoint(tmp_path, "mbart50", seed=3)
+    model.generation_config.forced_bos_token_id = tokenizer.lang_code_to_id["ro_RO"]
+    model.generation_config.save_pretrained(tmp_path)
+    export(tmp_path, tmp_path / "m.onnx", progress=lambda _: None)
+    translator = Translator(tmp_path / "m.onnx")
+    assert translator.target_language == "ro_RO"
+    tokenizer.src_lang = "en_XX"
+    expected = hf_translate(model, tokenizer, demo_texts()[:8])
+    assert translator.translate(demo_texts()[:8]) == expected
 
 
 def test_every_key_of_this_transformers_is_classified() -> None:

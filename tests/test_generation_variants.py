@@ -15,13 +15,13 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 import pytest
-from conftest import demo_test_pairs
 from transformers import MarianMTModel, MarianTokenizer
 
-from graphgen._export import export
+from graphgen import export
+from graphgen.testing import demo_sources, open_session
 from graphgen.verify.parity import compare, graph_generate, hf_generate
 
-SENTENCES = [source for source, _ in demo_test_pairs()][:60]
+SENTENCES = demo_sources()[:60]
 VARIANTS = {
     "renormalize off": {"renormalize_logits": False},
     "no_repeat_ngram_size 2": {"no_repeat_ngram_size": 2},
@@ -51,7 +51,7 @@ def variant(request: pytest.FixtureRequest, demo_dir: Path, tmp_path_factory: py
     sessions = {}
     for search in ("loop", "op"):
         export(directory, directory / f"{search}.onnx", tokenizer=False, search=search)
-        sessions[search] = ort.InferenceSession(str(directory / f"{search}.onnx"), providers=["CPUExecutionProvider"])
+        sessions[search] = open_session(directory / f"{search}.onnx")
     model = MarianMTModel.from_pretrained(directory).eval()
     return request.param, sessions, model, MarianTokenizer.from_pretrained(directory)
 
@@ -80,7 +80,7 @@ def test_export_early_stopping_override(demo_dir: Path, tmp_path: Path, search: 
     if search == "op":
         assert [n.op_type for n in graph.node].count("BeamSearch") == 1
         assert "Loop" not in {n.op_type for n in graph.node}
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = open_session(path)
     model = MarianMTModel.from_pretrained(demo_dir).eval()
     tokenizer = MarianTokenizer.from_pretrained(demo_dir)
     config = model.generation_config

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from conftest import demo_test_pairs, language_checkpoint, t5_checkpoint
 from graphgen.custom_ops.builder import INT32, GraphBuilder
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from graphgen import GraphgenError, Translator, export
 from graphgen.deploy.save import all_initializers
 from graphgen.model.weights import INT4_BLOCK, Int4Weights, quantize_blocks
+from graphgen.testing import FAMILIES, builder_model, demo_test_pairs, family_checkpoint, open_session
 
 PAIRS = demo_test_pairs()
 
@@ -45,14 +44,7 @@ def test_blocks_round_to_the_nearest_step(inputs: int) -> None:
 
 def _run(b: GraphBuilder, output: str, shape: list[int], feeds: dict[str, np.ndarray]) -> np.ndarray:
     b.output(output, "y", TensorProto.FLOAT, shape)
-    graph = b.graph()
-    graph.initializer.extend(onnx.numpy_helper.from_array(a, n) for n, a in b.derived_weights.items())
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
-    )
-    model.ir_version = 8
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(["y"], feeds)[0]
+    return open_session(builder_model(b, b.inputs)).run(["y"], feeds)[0]
 
 
 class _Table:
@@ -133,12 +125,11 @@ def _graphs(graph: onnx.GraphProto):
 @pytest.mark.parametrize("family", ["nllb", "t5"])
 def test_int4_exports_the_families(family: str, tmp_path: Path) -> None:
     """Language-coded and relative-position models run as int4 too (random weights: no quality claim)."""
-    if family == "nllb":
-        language_checkpoint(tmp_path / "model", "NllbTokenizer", num_beams=2)
-        options = {"source_language": "eng_Latn", "target_language": "fra_Latn"}
-    else:
-        t5_checkpoint(tmp_path / "model", "t5", num_beams=2)
-        options = {}
+    row = FAMILIES[family]
+    family_checkpoint(tmp_path / "model", family, num_beams=2)
+    options = {}
+    if row.has_languages:
+        options = {"source_language": row.source_language, "target_language": row.target_languages[1]}
     export(tmp_path / "model", tmp_path / "int4.onnx", int4=True, progress=lambda _: None)
     translations = Translator(tmp_path / "int4.onnx").translate(["a b c", "hello world"], **options)
     assert len(translations) == 2 and all(isinstance(t, str) for t in translations)

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import demo_test_pairs
 
 from graphgen import Translator, export
 from graphgen.deploy.save import all_initializers
+from graphgen.testing import demo_test_pairs
 
 PAIRS = demo_test_pairs()
 

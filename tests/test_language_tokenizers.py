@@ -1,23 +1,28 @@
 """The tokenizer and detokenizer graphs of the language-coded tokenizers (NLLB, mBART-50, M2M100) and
-T5's against the HF tokenizers, on SentencePiece models trained here (``conftest.language_tokenizer``)."""
+T5's against the HF tokenizers, on SentencePiece models trained here
+(``graphgen.testing.language_tokenizer``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from conftest import LANGUAGE_TOKENIZERS, language_tokenizer
 from graphgen.custom_ops import GraphBuilder
 from graphgen.custom_ops.builder import EXTENSIONS_DOMAIN, INT32, STRING
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import helper, numpy_helper
-from tokenizer_corpus import tokenizer_strings
+from onnx import helper
 
-from graphgen._assemble import make_model
-from graphgen.runtime.translator import session_options
+from graphgen.testing import (
+    FAMILIES,
+    LANGUAGE_TOKENIZERS,
+    MADE_UP_WORDS,
+    builder_model,
+    language_tokenizer,
+    open_session,
+    tokenizer_strings,
+)
 from graphgen.text.languages import (
     add_language_detokenizer,
     add_language_tokenizer,
@@ -26,28 +31,20 @@ from graphgen.text.languages import (
 )
 
 STRINGS = tokenizer_strings()
-SOURCES = {
-    "NllbTokenizer": ("eng_Latn", "zho_Hans", "fra_Latn"),
-    "MBart50Tokenizer": ("en_XX", "zh_CN", "fr_XX"),
-    "M2M100Tokenizer": ("en", "zh", "fr"),
-    "T5Tokenizer": (None, None, None),  # no language codes
-}
 ALL_TOKENIZERS = (*LANGUAGE_TOKENIZERS, "T5Tokenizer")
-MODEL_SIZE_EXTRA = 8  # output rows past the tokenizer's ids (M2M100's "made-up words")
-
-
-def _session(b: GraphBuilder, inputs: list) -> ort.InferenceSession:
-    tables = [numpy_helper.from_array(array, name) for name, array in b.derived_weights.items()]
-    graph = helper.make_graph(b.nodes, "t", inputs, b.outputs, initializer=[*b.constants, *tables])
-    model = make_model(graph, {}, domains=[(EXTENSIONS_DOMAIN, 1), ("ai.onnx.ml", 3)])
-    return ort.InferenceSession(model.SerializeToString(), session_options())
+# tokenizer class → three source languages: the family's own, then two of its targets
+SOURCES: dict[str, tuple[str | None, ...]] = {
+    f.tokenizer_class: (f.source_language, *f.target_languages[:2]) for f in FAMILIES.values() if f.has_languages
+}
+SOURCES["T5Tokenizer"] = (None, None, None)  # no language codes
+DOMAINS = [(EXTENSIONS_DOMAIN, 1), ("ai.onnx.ml", 3)]  # the extensions' SentencePiece op, LabelEncoder
 
 
 class Tokenizers:
     def __init__(self, directory: Path, tokenizer_class: str) -> None:
         self.hf = language_tokenizer(directory, tokenizer_class)
         self.vocabulary = load_language_vocabulary(directory)
-        self.size = max(self.vocabulary.piece_ids.values()) + 1 + MODEL_SIZE_EXTRA
+        self.size = max(self.vocabulary.piece_ids.values()) + 1 + MADE_UP_WORDS
         self.coded = bool(self.vocabulary.languages)
         b = GraphBuilder("tok")
         source = "source_language" if self.coded else None
@@ -58,10 +55,12 @@ class Tokenizers:
         if self.coded:
             target = language_ids(b, "target_language", self.vocabulary, "target_language", b.op("Shape", ["text"]))
             b.output(target, "forced", INT32, ["batch"])
-        self.encoder = _session(b, [helper.make_tensor_value_info(name, STRING, [None]) for name in names])
+        inputs = [helper.make_tensor_value_info(name, STRING, [None]) for name in names]
+        self.encoder = open_session(builder_model(b, inputs, domains=DOMAINS), extensions=True)
         d = GraphBuilder("detok")
         d.output(add_language_detokenizer(d, "sequences", self.vocabulary, self.size), "text", STRING, [None, None])
-        self.decoder = _session(d, [helper.make_tensor_value_info("sequences", INT32, [None, None, None])])
+        sequences = helper.make_tensor_value_info("sequences", INT32, [None, None, None])
+        self.decoder = open_session(builder_model(d, [sequences], domains=DOMAINS), extensions=True)
 
     def encode(self, texts: list[str], source: list, target: list[str] | None = None) -> list[np.ndarray]:
         feeds = {"text": texts}
@@ -195,7 +194,7 @@ def test_detokenizer_equals_batch_decode(tokenizers: Tokenizers) -> None:
 # The SentencePiece op reads the model as SentencePiece does; HF builds NLLB, mBART-50 and T5 with
 # ``tokenizers``, whose Precompiled normalizer works per grapheme cluster and whose Viterbi adds in
 # float64 per word. Random texts find where they part ("a111" for T5 and mBART-50, a combining mark
-# after a full-width letter for all three; 1.1-1.5% of tests/tokenizer_corpus.py's generated
+# after a full-width letter for all three; 1.1-1.5% of graphgen.testing.strings' generated
 # strings, measured): the extensions graphs of those families are not exact there, and the portable
 # tokenizer, which reads the model as ``tokenizers`` does, is (tests/test_portable_tokenizer.py runs
 # this same check on every family). M2M100's HF tokenizer runs SentencePiece itself.

@@ -1,22 +1,24 @@
-"""Reading checkpoints: safetensors without torch, other formats through the HF model class, the same spec."""
+"""Reading checkpoints: safetensors without torch, other formats through the HF model class, the same spec;
+what each T5 variant's spec takes from its checkpoint."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import DEMO_DIR, no_torch_python, random_marian
 from transformers import AutoConfig, MarianMTModel
 
 from graphgen import CheckpointError, export
 from graphgen.checkpoint.load import _torch_weights, load_checkpoint
 from graphgen.families import ADAPTERS, CheckpointData
-from graphgen.model.spec import ModelSpec
+from graphgen.model.spec import ModelSpec, RelativeAttention
+from graphgen.testing import DEMO_DIR, FAMILIES, IdFiles, TextFiles, no_torch_python, random_marian
 
 
 def torch_path_spec(directory: Path) -> ModelSpec:
@@ -112,3 +114,31 @@ def test_bin_checkpoint_without_torch_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "has no model.safetensors, so reading its weights needs torch" in done.stderr
+
+
+@pytest.mark.parametrize("family", [name for name, family in FAMILIES.items() if family.relative_positions])
+def test_the_t5_variants_differ_where_they_should(family_ids: Callable[[str], IdFiles], family: str) -> None:
+    variant = FAMILIES[family].architecture
+    spec = load_checkpoint(family_ids(family).directory).spec
+    assert spec.gated_feed_forward == (variant != "t5")
+    assert (spec.output_scale != 1.0) == (variant == "t5")
+    assert (spec.weight_name("lm_head.weight") == "lm_head.weight") == (variant != "t5")
+    assert spec.head_dim(spec.encoder_heads) == 6 and spec.relative_attention == RelativeAttention(10, 14)
+
+
+@pytest.mark.parametrize("family", [name for name, family in FAMILIES.items() if family.text_parity])
+def test_family_export_without_torch_gives_the_same_file(
+    family_text: Callable[[str], TextFiles], family: str, tmp_path: Path
+) -> None:
+    """The tokenizer files and safetensors weights of the other families need no torch either: the
+    same bytes from a torch-free venv."""
+    files = family_text(family)
+    theirs = tmp_path / "no-torch.onnx"
+    done = subprocess.run(
+        [no_torch_python(), "-m", "graphgen", "export", str(files.directory), "-o", str(theirs), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert theirs.read_bytes() == files.onnx.read_bytes()

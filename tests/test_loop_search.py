@@ -12,30 +12,22 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 import torch
-from conftest import demo_test_pairs, random_marian
 from transformers import MarianMTModel, MarianTokenizer
 
-from graphgen._errors import GraphgenError
-from graphgen._export import export
+from graphgen import GraphgenError, export
+from graphgen.testing import demo_sources, open_session, random_marian
 from graphgen.verify.parity import compare, generated_tokens, graph_generate, hf_generate
 
-SENTENCES = [source for source, _ in demo_test_pairs()][:120]
-
-
-def _session(path: Path) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+SENTENCES = demo_sources()[:120]
 
 
 @pytest.fixture(scope="module")
 def demo(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     path = tmp_path_factory.mktemp("loop") / "ids.onnx"
     export(demo_dir, path, tokenizer=False, search="loop", progress=lambda _: None)
-    return _session(path), MarianMTModel.from_pretrained(demo_dir).eval(), MarianTokenizer.from_pretrained(demo_dir)
+    return open_session(path), MarianMTModel.from_pretrained(demo_dir).eval(), MarianTokenizer.from_pretrained(demo_dir)
 
 
 def test_no_beam_search_op_in_the_file(demo_dir: Path, tmp_path: Path) -> None:
@@ -134,7 +126,7 @@ def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             ids[row, : n - 1] = rng.integers(1, 96, size=n - 1)
             ids[row, n - 1] = 0
         batches.append((ids, (ids != 96).astype(np.int64)))
-    return _session(path), MarianMTModel.from_pretrained(directory).eval(), batches
+    return open_session(path), MarianMTModel.from_pretrained(directory).eval(), batches
 
 
 @pytest.mark.parametrize(

@@ -6,22 +6,19 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from conftest import demo_test_pairs, language_checkpoint, t5_checkpoint
 from graphgen.custom_ops import GraphBuilder
 from graphgen.custom_ops.builder import INT32, STRING
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from graphgen import GraphgenError, Translator, export
-from graphgen._assemble import make_model
 from graphgen.deploy.mobile import ops_outside_mobile_packages, ops_used
+from graphgen.testing import FAMILIES, builder_model, demo_sources, demo_texts, family_checkpoint, open_session
 from graphgen.text.marian import add_detokenizer, id_to_text, load_vocabulary
 
-SOURCES = [source for source, _ in demo_test_pairs()]
-
+SOURCES = demo_sources()
 
 FILES = ["fp32", "int8", "fp32-extensions"]
 # ONNX Runtime's own domains: what the stock onnxruntime-android / onnxruntime-objc packages (full
@@ -79,17 +76,16 @@ def test_ort_file_translates_like_the_onnx_file(exported: dict[str, Path], name:
     assert from_ort.translate(SOURCES[:5], num_beams=1) == from_onnx.translate(SOURCES[:5], num_beams=1)
 
 
-@pytest.mark.parametrize("family", ["NllbTokenizer", "T5Tokenizer"])
+@pytest.mark.parametrize("family", ["nllb", "t5"])
 def test_other_families_as_ort_files(family: str, tmp_path: Path) -> None:
     """An NLLB file (language codes, a target per text) and a T5 file (relative position bias) use
     only the mobile packages' ops, and their ``.ort`` files translate as the ``.onnx`` files do."""
-    if family == "T5Tokenizer":
-        t5_checkpoint(tmp_path, "t5", num_beams=4)
-        texts, languages = [f"translate English to German: {s.split(' ', 1)[1]}" for s in SOURCES[:24]], {}
-    else:
-        language_checkpoint(tmp_path, family, num_beams=4)
-        texts = [source.split(" ", 1)[1] for source in SOURCES[:24]]
-        languages = {"target_language": [("zho_Hans", "fra_Latn", "deu_Latn")[i % 3] for i in range(len(texts))]}
+    row = FAMILIES[family]
+    family_checkpoint(tmp_path, family, num_beams=4)
+    texts = row.texts(demo_texts()[:24])
+    languages = {}
+    if row.has_languages:
+        languages = {"target_language": [row.target_languages[i % 3] for i in range(len(texts))]}
     export(str(tmp_path), str(tmp_path / "model.onnx"), ort="arm", progress=lambda _: None)
     model = onnx.load(tmp_path / "model.onnx")
     assert ops_outside_mobile_packages(model) == set()
@@ -115,15 +111,8 @@ def test_detokenizer_output_is_valid_utf8_for_any_ids(demo_dir: Path, rows: list
     ids = np.array([[row + [0] * (width - len(row))] for row in rows], dtype=np.int32)  # [B, 1, L]
     b = GraphBuilder("detokenizer")
     b.op("Identity", [add_detokenizer(b, "sequences", vocabulary)], outputs=["text"])
-    tables = [numpy_helper.from_array(a, n) for n, a in b.derived_weights.items()]
-    graph = helper.make_graph(
-        b.nodes,
-        "d",
-        [helper.make_tensor_value_info("sequences", INT32, None)],
-        [helper.make_tensor_value_info("text", STRING, None)],
-        initializer=[*b.constants, *tables],
-    )
-    session = ort.InferenceSession(make_model(graph, {}).SerializeToString(), providers=["CPUExecutionProvider"])
+    inputs = [helper.make_tensor_value_info("sequences", INT32, None)]
+    session = open_session(builder_model(b, inputs, [helper.make_tensor_value_info("text", STRING, None)]))
     (got,) = session.run(None, {"sequences": ids})
     for row, text in zip(ids[:, 0].tolist(), got[:, 0].tolist(), strict=True):
         assert text.encode("utf-8", errors="strict").decode("utf-8") == "".join(texts[i] for i in row).strip()

@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import REPO, demo_test_pairs, file_session, language_checkpoint
 from onnx import AttributeProto, GraphProto, TensorProto
 
 from graphgen import GraphgenError, Translator, export
 from graphgen.passes.bake import write_baked
 from graphgen.runtime.translator import utf8_batch
+from graphgen.testing import FAMILIES, REPO, demo_sources, demo_texts, family_checkpoint, open_session
 
-SOURCES = [source for source, _ in demo_test_pairs()][:64]
-TEXTS = [source.split(" ", 1)[1] for source in SOURCES[:24]]
-TARGETS = ("zho_Hans", "fra_Latn", "deu_Latn")
+SOURCES = demo_sources()[:64]
+TEXTS = demo_texts()[:24]
+NLLB = FAMILIES["nllb"]
 # Ops that take or make strings: none of them may be in such a file.
 STRING_OPS = {"StringConcat", "StringSplit", "RegexFullMatch", "StringNormalizer", "TfIdfVectorizer"}
 
@@ -69,7 +69,7 @@ def files(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         cwd=REPO,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    language_checkpoint(folder / "nllb", "NllbTokenizer", seed=1, num_beams=4)
+    family_checkpoint(folder / "nllb", "nllb", seed=1, num_beams=4)
     export(folder / "nllb", folder / "nllb.onnx", progress=lambda _: None)
     export(folder / "nllb", folder / "nllb-bytes.onnx", strings=False, progress=lambda _: None)
     return {name: folder / f"{name}.onnx" for name in ("demo", "demo-bytes", "nllb", "nllb-bytes")}
@@ -95,14 +95,15 @@ def test_translations_equal_the_default_file(files: dict[str, Path]) -> None:
 
 def test_languages_as_utf8(files: dict[str, Path], tmp_path: Path) -> None:
     plain, bytes_only = Translator(files["nllb"]), Translator(files["nllb-bytes"])
-    per_row = [TARGETS[i % 3] for i in range(len(TEXTS))]
+    per_row = [NLLB.target_languages[i % 3] for i in range(len(TEXTS))]
     assert bytes_only.translate(TEXTS, target_language=per_row) == plain.translate(TEXTS, target_language=per_row)
     assert bytes_only.translate(TEXTS[:4], target_language="") == plain.translate(TEXTS[:4], target_language="")
     assert bytes_only.translate(TEXTS[:4]) == plain.translate(TEXTS[:4])  # the file's defaults
     # A raw session: codes as zero-padded UTF-8 rows, an unknown one stops the run naming the input.
-    session = file_session(files["nllb-bytes"])
-    feeds = {"text_utf8": utf8_batch(TEXTS[:3]), "source_language_utf8": utf8_batch(["eng_Latn"])}
-    (got,) = session.run(["translation_utf8"], feeds | {"target_language_utf8": utf8_batch(["fra_Latn"])})
+    session = open_session(files["nllb-bytes"])
+    feeds = {"text_utf8": utf8_batch(TEXTS[:3]), "source_language_utf8": utf8_batch([NLLB.source_language])}
+    target = utf8_batch([NLLB.target_languages[1]])
+    (got,) = session.run(["translation_utf8"], feeds | {"target_language_utf8": target})
     assert got.shape[0] == 3
     with pytest.raises(Exception, match="unknown target_language"):
         session.run(None, feeds | {"target_language_utf8": utf8_batch(["xx_Klingon"])})
@@ -111,7 +112,7 @@ def test_languages_as_utf8(files: dict[str, Path], tmp_path: Path) -> None:
     # bake --keep-languages: the byte inputs become required, Translator feeds them
     write_baked(files["nllb-bytes"], tmp_path / "kept.onnx", keep_languages=True)
     kept = Translator(tmp_path / "kept.onnx")
-    assert {i.name for i in file_session(tmp_path / "kept.onnx").get_inputs()} == {
+    assert {i.name for i in open_session(tmp_path / "kept.onnx").get_inputs()} == {
         "text_utf8",
         "source_language_utf8",
         "target_language_utf8",

@@ -13,9 +13,7 @@ import random
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from conftest import DEMO_DIR, language_tokenizer
 from graphgen.custom_ops import GraphBuilder
 from graphgen.custom_ops.builder import INT32, INT64, ML_DOMAIN, ML_OPSET, STRING
 from graphgen.custom_ops.text import join_strings
@@ -33,26 +31,31 @@ from graphgen.custom_ops.unicode_data import (
 from graphgen.custom_ops.utf8 import join_bytes
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper
-from tokenizer_corpus import generated_strings, tokenizer_strings
+from onnx import TensorProto, helper
 
-from graphgen._assemble import make_model
 from graphgen.deploy.mobile import ops_used
 from graphgen.runtime.translator import utf8_batch
+from graphgen.testing import (
+    DEMO_DIR,
+    FAMILIES,
+    LANGUAGE_TOKENIZERS,
+    MADE_UP_WORDS,
+    builder_model,
+    generated_strings,
+    language_tokenizer,
+    open_session,
+    tokenizer_strings,
+)
 from graphgen.text.languages import language_detokenizer_index, load_language_vocabulary
 from graphgen.text.marian import detokenizer_index, load_vocabulary
 from graphgen.text.portable import add_portable_tokenizer
 
 STRINGS = tokenizer_strings() + generated_strings(10_000)
-TOKENIZERS = ("marian", "marian-separate", "NllbTokenizer", "M2M100Tokenizer", "MBart50Tokenizer", "T5Tokenizer")
-SOURCES = {"NllbTokenizer": "eng_Latn", "M2M100Tokenizer": "en", "MBart50Tokenizer": "en_XX"}
-MODEL_SIZE_EXTRA = 8  # output rows past the tokenizer's ids (M2M100's "made-up words")
+TOKENIZERS = ("marian", "marian-separate", *LANGUAGE_TOKENIZERS, "T5Tokenizer")
+SOURCES = {f.tokenizer_class: f.source_language for f in FAMILIES.values() if f.has_languages}
 
 
-def _model(b: GraphBuilder, inputs: list) -> bytes:
-    tables = [numpy_helper.from_array(array, name) for name, array in b.derived_weights.items()]
-    graph = helper.make_graph(b.nodes, "t", inputs, b.outputs, initializer=[*b.constants, *tables])
-    return make_model(graph, {}, domains=[(ML_DOMAIN, ML_OPSET)]).SerializeToString()
+DOMAINS = [(ML_DOMAIN, ML_OPSET)]  # LabelEncoder; no custom domain
 
 
 class Portable:
@@ -72,7 +75,7 @@ class Portable:
             self.hf = language_tokenizer(directory, name)
             language = load_language_vocabulary(directory)
             spec = language.portable_spec()
-            self.size = max(language.piece_ids.values()) + 1 + MODEL_SIZE_EXTRA
+            self.size = max(language.piece_ids.values()) + 1 + MADE_UP_WORDS
         source_ids = None
         if self.source:
             self.hf.src_lang = self.source
@@ -81,10 +84,9 @@ class Portable:
         ids, mask, _ = add_portable_tokenizer(b, "text_utf8", spec, max_length=1 << 30, source_ids=source_ids)
         b.output(ids, "input_ids", INT32, ["batch", "length"])
         b.output(mask, "attention_mask", INT32, ["batch", "length"])
-        self.encoder_model = _model(
-            b, [helper.make_tensor_value_info("text_utf8", TensorProto.UINT8, ["batch", "bytes"])]
-        )
-        self.encoder = ort.InferenceSession(self.encoder_model)
+        text = helper.make_tensor_value_info("text_utf8", TensorProto.UINT8, ["batch", "bytes"])
+        self.encoder_model = builder_model(b, [text], domains=DOMAINS)
+        self.encoder = open_session(self.encoder_model)
         d = GraphBuilder("detok")
         if name.startswith("marian"):
             index, texts = detokenizer_index(d, "sequences", vocabulary)
@@ -94,9 +96,8 @@ class Portable:
         utf8, lengths = join_bytes(d, index, [str(t) for t in texts], "id_to_text")
         d.output(utf8, "translation_utf8", TensorProto.UINT8, ["batch", "beams", "bytes"])
         d.output(lengths, "translation_lengths", INT64, ["batch", "beams"])
-        self.decoder = ort.InferenceSession(
-            _model(d, [helper.make_tensor_value_info("sequences", INT32, ["b", "r", "n"])])
-        )
+        sequences = helper.make_tensor_value_info("sequences", INT32, ["b", "r", "n"])
+        self.decoder = open_session(builder_model(d, [sequences], domains=DOMAINS))
 
     def encode(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ids, mask = self.encoder.run(None, {"text_utf8": data})
@@ -224,9 +225,7 @@ def test_bytes_detokenizer_equals_strings_and_batch_decode(portable: Portable) -
 
 
 def test_only_standard_domains(portable: Portable) -> None:
-    from onnx import load_model_from_string
-
-    domains = {domain for domain, _ in ops_used(load_model_from_string(portable.encoder_model).graph)}
+    domains = {domain for domain, _ in ops_used(portable.encoder_model.graph)}
     assert domains <= {"", "ai.onnx.ml"}, domains
 
 

@@ -11,20 +11,14 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import DEMO_DIR, REPO
-
 from graphgen import Translator
 from graphgen.runtime.bulk import TextLines, translate_lines
-
-sys.path.insert(0, str(DEMO_DIR))
-from corpus import generate_pairs  # the demo model's corpus generator
-
-LONG = ">>cmn_Hans<< " + "I have three cats. " * 200
+from graphgen.testing import LONG_SOURCE, REPO, corpus_pairs
 
 
 def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) -> None:
-    sources = [source for source, _ in generate_pairs(400, seed=11)]
-    sources[17:17] = ["", LONG]  # a blank line and one over the model's limit keep their places
+    sources = [source for source, _ in corpus_pairs(400, seed=11)]
+    sources[17:17] = ["", LONG_SOURCE]  # a blank line and one over the model's limit keep their places
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
     script = textwrap.dedent(f"""

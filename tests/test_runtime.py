@@ -1,21 +1,23 @@
-"""Text in, text out: the Translator and CLI against HF generate + batch_decode, and bad input."""
+"""Text in, text out: the Translator and CLI against HF generate + batch_decode, the languages of the
+language-coded families, and bad input."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import torch
-from conftest import REPO, demo_test_pairs
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import GraphgenError, Translator, export
+from graphgen.testing import FAMILIES, REPO, TextFiles, demo_sources, demo_test_pairs, hf_translate
 
-SOURCES = [source for source, _ in demo_test_pairs()]
+SOURCES = demo_sources()
+CODED = [name for name, family in FAMILIES.items() if family.has_languages]  # NLLB, M2M100, mBART-50
 Models = tuple[Translator, MarianMTModel, MarianTokenizer]
 
 
@@ -31,13 +33,6 @@ def models(request: pytest.FixtureRequest, demo_dir: Path, tmp_path_factory: pyt
     )
 
 
-def hf_translate(model: MarianMTModel, tokenizer: MarianTokenizer, texts: list[str], **settings: object) -> list[str]:
-    inputs = tokenizer(texts, return_tensors="pt", padding=True, truncation=True)
-    with torch.no_grad():
-        output = model.generate(**inputs, **settings)
-    return tokenizer.batch_decode(output, skip_special_tokens=True)
-
-
 @pytest.mark.parametrize("batch_size", [1, 16], ids=["batch1", "batch16"])
 @pytest.mark.parametrize("num_beams", [1, None], ids=["greedy", "default-beams"])
 def test_translation_equals_hf(models: Models, batch_size: int, num_beams: int | None) -> None:
@@ -46,7 +41,7 @@ def test_translation_equals_hf(models: Models, batch_size: int, num_beams: int |
     differences = []
     for start in range(0, len(SOURCES), batch_size):
         chunk = SOURCES[start : start + batch_size]
-        expected = hf_translate(model, tokenizer, chunk, **settings)
+        expected = hf_translate(model, tokenizer, chunk, truncation=True, **settings)
         actual = translator.translate(chunk, **settings)
         differences += [(s, e, a) for s, e, a in zip(chunk, expected, actual, strict=True) if e != a]
     assert not differences, f"{len(differences)}/{len(SOURCES)} differ: {differences[:3]}"
@@ -129,6 +124,22 @@ def test_raw_session_bad_parameters_raise_not_crash(demo_onnx: Path) -> None:
     assert outcomes[4] == "no error ['text_utf8'] (0, 1)", outcomes  # an empty batch: an empty result
 
 
+@pytest.mark.parametrize("family", CODED)
+def test_bad_languages_are_clear_errors(family_text: Callable[[str], TextFiles], family: str, demo_onnx: Path) -> None:
+    files = family_text(family)
+    targets = files.family.target_languages
+    with pytest.raises(ValueError, match="unknown target_language 'klingon'"):
+        files.translator.translate(["a"], target_language="klingon")
+    with pytest.raises(ValueError, match=f"did you mean .*{targets[0]}"):
+        files.translator.translate(["a"], target_language=targets[0][:-1])
+    with pytest.raises(ValueError, match="unknown source_language ''"):
+        files.translator.translate(["a"], source_language="")
+    with pytest.raises(ValueError, match=r"give one target_language, or one per text \(2\); got 3"):
+        files.translator.translate(["a", "b"], target_language=list(targets))
+    with pytest.raises(GraphgenError, match="takes no target_language"):
+        Translator(demo_onnx).translate(["a"], target_language="fr")
+
+
 def test_refuses_id_level_models(demo_dir: Path, tmp_path: Path) -> None:
     export(str(demo_dir), str(tmp_path / "ids.onnx"), tokenizer=False)
     with pytest.raises(GraphgenError, match="not a text-level"):
@@ -175,6 +186,20 @@ def test_cli_translate_arguments_and_stdin(demo_onnx: Path) -> None:
     assert len(done.stdout.splitlines()) == 2 and done.stdout.splitlines()[1] == "汤姆七岁。"
     done = subprocess.run([*command, "--num-beams", "0", "x"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 2 and "num_beams must be at least 1" in done.stderr
+
+
+@pytest.mark.parametrize("family", CODED)
+def test_cli_translate_with_languages(family_text: Callable[[str], TextFiles], family: str) -> None:
+    files = family_text(family)
+    target = files.family.target_languages[2]
+    texts = files.sentences()[:3]
+    command = [sys.executable, "-m", "graphgen", "translate", str(files.onnx), "--target-language", target]
+    done = subprocess.run([*command, *texts], capture_output=True, text=True, check=True)
+    expected = files.hf(texts, files.family.source_language, target)[0]
+    assert done.stdout.splitlines() == [text.replace("\n", " ") for text in expected]
+    failed = subprocess.run([*command[:-1], "xx", "hello"], capture_output=True, text=True)
+    assert failed.returncode != 0
+    assert "unknown target_language 'xx'" in failed.stderr
 
 
 def test_cli_verify(demo_dir: Path, demo_onnx: Path, tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
 """The id-level graph against HF generate, token for token (the core fidelity promise).
 
 Runs the default search (graphgen's loop) on the bundled demo model and on its
-separate-vocabulary twin (see conftest), and the BeamSearch-op search on the demo model. Every
-setting's best hypothesis must match for every sentence; with the loop search every returned
-hypothesis too. With the op, the lower-ranked hypotheses differ where ORT's stop rule differs
+separate-vocabulary twin (``graphgen.testing.separate_vocab_checkpoint``), and the BeamSearch-op
+search on the demo model. Every setting's best hypothesis must match for every sentence; with the
+loop search every returned hypothesis too. With the op, the lower-ranked hypotheses differ where ORT's stop rule differs
 from transformers' (see docs/parity.md); the test pins their measured match rate so a change
 in either direction is noticed.
 """
@@ -12,15 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import onnxruntime as ort
 import pytest
-from conftest import demo_test_pairs
 from transformers import MarianMTModel, MarianTokenizer
 
-from graphgen._export import export
+from graphgen import export
+from graphgen.testing import demo_sources, open_session
 from graphgen.verify.parity import compare, graph_generate, hf_generate
 
-SENTENCES = [source for source, _ in demo_test_pairs()][:120]
+SENTENCES = demo_sources()[:120]
 
 # Settings whose best hypothesis must equal HF's for every sentence.
 SETTINGS: dict[str, dict[str, object]] = {
@@ -53,7 +52,7 @@ class Pair:
     def __init__(self, directory: Path, onnx_path: Path, search: str) -> None:
         export(directory, onnx_path, tokenizer=False, search=search)
         self.search = search
-        self.session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+        self.session = open_session(onnx_path)
         self.model = MarianMTModel.from_pretrained(directory).eval()
         self.tokenizer = MarianTokenizer.from_pretrained(directory)
 

@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO
+from graphgen.testing import REPO
 
 PATHS = ["graphgen", "custom_ops", "tests", "models", "benchmarks", "examples"]
 

@@ -1,19 +1,21 @@
-"""Each subgraph, run on its own, against the torch model: logits and every cache."""
+"""Each subgraph, run on its own, against the torch model: logits and every cache; T5's relative
+position buckets against HF's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
-from conftest import assert_close, random_marian
 from transformers import MarianMTModel
 
 from graphgen._assemble import standalone_subgraph
 from graphgen.checkpoint.load import load_checkpoint
-from graphgen.model.transformer import build_decoder_graph, build_encoder_graph, sinusoidal_positions
+from graphgen.model.positions import relative_buckets, sinusoidal_positions
+from graphgen.model.spec import RelativeAttention
+from graphgen.search.op import build_decoder_graph, build_encoder_graph
+from graphgen.testing import open_session, random_marian
 
 CONFIGS = {
     "swish-scaled": {},
@@ -34,8 +36,11 @@ def checkpoint(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     return random_marian(tmp_path_factory.mktemp(request.param), seed=len(request.param), **CONFIGS[request.param])
 
 
-def _session(model) -> ort.InferenceSession:
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+def assert_close(actual: np.ndarray, expected: np.ndarray, what: str, atol: float = 2e-4) -> None:
+    """Equal within float32 noise, with -inf (masked logits) in the same places."""
+    finite = np.isfinite(expected)
+    assert np.array_equal(finite, np.isfinite(actual)), f"{what}: -inf positions differ"
+    np.testing.assert_allclose(actual[finite], expected[finite], atol=atol, rtol=1e-4, err_msg=what)
 
 
 def _batch(batch: int, vocab: int, pad: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +85,7 @@ def test_positions_match_hf(checkpoint: Path) -> None:
 def test_encoder_subgraph(checkpoint: Path, batch: int) -> None:
     spec = load_checkpoint(checkpoint).spec
     model = MarianMTModel.from_pretrained(checkpoint).eval()
-    session = _session(standalone_subgraph(spec, build_encoder_graph(spec)))
+    session = open_session(standalone_subgraph(spec, build_encoder_graph(spec)))
     ids, mask = _batch(batch, spec.source_vocab_size, spec.pad_token_id, seed=batch)
     start = np.full((batch, 1), spec.decoder_start_token_id, np.int32)
     names = [o.name for o in session.get_outputs()]
@@ -117,7 +122,7 @@ def test_encoder_subgraph(checkpoint: Path, batch: int) -> None:
 def test_decoder_subgraph(checkpoint: Path, past: int) -> None:
     spec = load_checkpoint(checkpoint).spec
     model = MarianMTModel.from_pretrained(checkpoint).eval()
-    session = _session(standalone_subgraph(spec, build_decoder_graph(spec)))
+    session = open_session(standalone_subgraph(spec, build_decoder_graph(spec)))
     batch = 3
     ids, mask = _batch(batch, spec.source_vocab_size, spec.pad_token_id, seed=past)
     rng = np.random.default_rng(past)
@@ -157,7 +162,7 @@ def test_decoder_subgraph(checkpoint: Path, past: int) -> None:
 def test_min_length_and_forced_eos_in_graph(checkpoint: Path) -> None:
     """Before min_length EOS is -inf; at max_length - 1 only EOS is left."""
     spec = load_checkpoint(checkpoint).spec
-    session = _session(standalone_subgraph(spec, build_encoder_graph(spec)))
+    session = open_session(standalone_subgraph(spec, build_encoder_graph(spec)))
     ids, mask = _batch(2, spec.source_vocab_size, spec.pad_token_id, seed=7)
     start = np.full((2, 1), spec.decoder_start_token_id, np.int32)
     feeds = {"encoder_input_ids": ids, "encoder_attention_mask": mask, "decoder_input_ids": start}
@@ -168,3 +173,15 @@ def test_min_length_and_forced_eos_in_graph(checkpoint: Path) -> None:
     forced = session.run(["logits"], {**feeds, **_outer(spec, max_length=2)})[0]
     assert np.isfinite(forced[..., spec.eos_token_id]).all()
     assert np.isneginf(np.delete(forced, spec.eos_token_id, axis=-1)).all()
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize(("buckets", "distance"), [(32, 128), (10, 14), (16, 40)])
+def test_relative_buckets_equal_hf(bidirectional: bool, buckets: int, distance: int) -> None:
+    """T5's bucket of each distance (exact, log-spaced, saturated), the table the graph gathers from."""
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    table = relative_buckets(RelativeAttention(buckets, distance), bidirectional=bidirectional)
+    offsets = torch.arange(-3 * distance, 3 * distance + 1)
+    expected = T5Attention._relative_position_bucket(offsets, bidirectional, buckets, distance).numpy()
+    assert table[np.clip(offsets.numpy(), -distance, distance) + distance].tolist() == expected.tolist()

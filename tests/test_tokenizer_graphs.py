@@ -6,31 +6,20 @@ import functools
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from conftest import DEMO_DIR
 from graphgen.custom_ops import GraphBuilder
 from graphgen.custom_ops.builder import EXTENSIONS_DOMAIN, INT32, STRING
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper
-from tokenizer_corpus import tokenizer_strings
 from transformers import MarianTokenizer
 
-from graphgen._assemble import make_model
-from graphgen.runtime.translator import session_options
+from graphgen.testing import DEMO_DIR, builder_model, open_session, tokenizer_strings
 from graphgen.text.marian import add_detokenizer, add_tokenizer, load_vocabulary
 
 STRINGS = tokenizer_strings()
 
-
-def _session(b: GraphBuilder, inputs: list, outputs: list) -> ort.InferenceSession:
-    from onnx import numpy_helper
-
-    tables = [numpy_helper.from_array(array, name) for name, array in b.derived_weights.items()]
-    graph = helper.make_graph(b.nodes, "t", inputs, outputs, initializer=[*b.constants, *tables])
-    model = make_model(graph, {}, domains=[(EXTENSIONS_DOMAIN, 1)])
-    return ort.InferenceSession(model.SerializeToString(), session_options())
+DOMAINS = [(EXTENSIONS_DOMAIN, 1)]  # the tokenizer: the extensions' SentencePiece op
 
 
 class Tokenizers:
@@ -43,12 +32,12 @@ class Tokenizers:
         )
         b.output(ids, "input_ids", INT32, ["batch", "length"])
         b.output(mask, "attention_mask", INT32, ["batch", "length"])
-        self.encoder = _session(b, [helper.make_tensor_value_info("text", STRING, ["batch"])], b.outputs)
+        text = helper.make_tensor_value_info("text", STRING, ["batch"])
+        self.encoder = open_session(builder_model(b, [text], domains=DOMAINS), extensions=True)
         d = GraphBuilder("detok")
         d.output(add_detokenizer(d, "sequences", vocabulary), "translation", STRING, ["batch", "beams"])
-        self.decoder = _session(
-            d, [helper.make_tensor_value_info("sequences", INT32, ["batch", "beams", "n"])], d.outputs
-        )
+        sequences = helper.make_tensor_value_info("sequences", INT32, ["batch", "beams", "n"])
+        self.decoder = open_session(builder_model(d, [sequences], domains=DOMAINS), extensions=True)
 
     def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         ids, mask = self.encoder.run(None, {"text": np.array(texts, dtype=object)})

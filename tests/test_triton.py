@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DEMO_DIR, REPO, cached_venv, demo_test_pairs, file_session
 
 from graphgen import Translator, export
+from graphgen.testing import DEMO_DIR, REPO, cached_venv, demo_sources, open_session
 
 TRITON_VENV = REPO / ".venv-triton"
 TRITONCLIENT = "tritonclient[grpc]==2.73.0"
-SOURCES = [source for source, _ in demo_test_pairs()]
+SOURCES = demo_sources()
 ORT_TYPES = {
     "tensor(string)": "TYPE_STRING",
     "tensor(int32)": "TYPE_INT32",
@@ -87,7 +87,7 @@ def test_config_parses_and_matches_the_model(files: dict[str, Path], interface: 
     else:
         assert "model_operations" not in config  # the default text file and the id-level file need no library
 
-    session = file_session(entry / "1" / "model.onnx")
+    session = open_session(entry / "1" / "model.onnx")
     assert session.get_overridable_initializers() == []  # no optional inputs left
     for declared, actual in ((config["input"], session.get_inputs()), (config["output"], session.get_outputs())):
         assert [d["name"] for d in declared] == [a.name for a in actual]
@@ -109,7 +109,7 @@ def test_baked_model_answers_batched_requests_as_the_translator(files: dict[str,
     name = f"baked_{interface.replace('-', '_')}"
     done = graphgen_triton(files[interface], "-o", files["repo"], "--name", name, "--num-beams", "2", "--truncate")
     assert done.returncode == 0, done.stderr[-2000:]
-    session = file_session(files["repo"] / name / "1" / "model.onnx")
+    session = open_session(files["repo"] / name / "1" / "model.onnx")
     requests = SOURCES[:5]
     if interface == "text":
         width = 256
