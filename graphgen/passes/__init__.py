@@ -1,7 +1,7 @@
 """Stage 6, rewrites of a built model, each a :data:`ModelPass` (a finished ``ModelProto`` rewritten
 in place): compatibility with older ONNX Runtime releases (``compat.py``), float16 conversion of the
-BeamSearch op's subgraphs (``fp16.py``), settings baked in as constants (``bake.py``, run by
-``graphgen bake`` and ``graphgen triton`` on an exported file).
+BeamSearch op's subgraphs (``fp16.py``), settings baked in as constants (``bake.py``:
+``BakeOptionalInputs``, run by ``graphgen bake`` and ``graphgen triton`` on an exported file).
 
 Export runs :func:`export_passes`' list in order, after assembly and before saving.
 """

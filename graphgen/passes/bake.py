@@ -9,6 +9,7 @@ the chosen value, so such hosts get the settings they need by picking the file.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +36,26 @@ def metadata(model: ModelProto) -> dict[str, str]:
     return {prop.key: prop.value for prop in model.metadata_props}
 
 
-def bake_optional_inputs(model: ModelProto, values: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Turn every optional input (an input with a same-named initializer) into a constant, except
-    those named in ``required``, which become inputs without a default.
+@dataclass
+class BakeOptionalInputs:
+    """A model pass (``passes.ModelPass``): every optional input (an input with a same-named
+    initializer) becomes a constant, except those named in ``required``, which become inputs
+    without a default.
 
-    ``values`` gives the constant for some of them; the others keep their default. Returns what
-    was baked, name → value.
+    ``values`` gives the constant for some of them; the others keep their default. ``baked`` holds
+    what the last run fixed, name → value.
     """
+
+    values: dict[str, Any]
+    required: tuple[str, ...] = ()
+    baked: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, model: ModelProto) -> None:
+        self.baked = bake_optional_inputs(model, self.values, self.required)
+
+
+def bake_optional_inputs(model: ModelProto, values: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What :class:`BakeOptionalInputs` does; returns what was baked, name → value."""
     initializers = {tensor.name: tensor for tensor in model.graph.initializer}
     for name in required:
         if name in initializers:
@@ -97,7 +111,9 @@ def load_baked(
     required = (*LANGUAGE_PARAMETERS, *LANGUAGE_UTF8_INPUTS.values()) if keep_languages else ()
     if keep_languages and not info.languages:
         raise GraphgenError(f"{source} has no language inputs to keep (only NLLB, M2M100 and mBART-50 files do)")
-    baked = bake_optional_inputs(model, values, required)
+    bake = BakeOptionalInputs(values, required)
+    bake(model)
+    baked = bake.baked
     # The file's defaults are now its fixed settings; graphgen.baked lists the inputs gone, with their values.
     defaults = info.generation_defaults
     defaults.update({name: value for name, value in values.items() if name in defaults})  # as given, not float32
