@@ -13,7 +13,10 @@ OPTIMUM_VENV ?= .venv-optimum
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[export,dev,ray]"
+	@# custom_ops/ installs as graphgen.custom_ops, so setuptools installs the package in editable mode
+	@# through a finder and says so in a UserWarning at every install: silenced, a newcomer's first
+	@# command stays quiet.
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e ".[export,dev,ray]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -55,7 +58,7 @@ examples: $(VENV)/.installed $(CHROMIUM)
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 
 $(VENV)/.bench-installed: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e ".[export,dev,ray,bench]"
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -e ".[export,dev,ray,bench]"
 	touch $@
 
 $(OPTIMUM_VENV)/.installed:
