@@ -11,6 +11,8 @@ import graphgen
 from graphgen.checkpoint.load import load_checkpoint
 from graphgen.cli import main
 from graphgen.deploy.save import DATA_ALIGNMENT, INLINE_BYTES
+from graphgen.deploy.shared_data import UNPACKED, node_inputs
+from graphgen.passes.bake import write_baked
 
 TEXTS = ["I have three cats.", "The meeting starts at 9:30 in the morning.", ""]
 
@@ -45,3 +47,42 @@ def test_cli_flag(demo_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / "ids.onnx"
     assert main(["export", str(demo_dir), "-o", str(path), "--no-tokenizer", "--int8", "--external-data", "-q"]) == 0
     assert path.with_name("ids.onnx.data").stat().st_size > path.stat().st_size
+
+
+def _locations(model: onnx.ModelProto) -> dict[str, tuple[str, ...]]:
+    return {
+        t.name: tuple(e.value for e in t.external_data)
+        for t in model.graph.initializer
+        if t.data_location == onnx.TensorProto.EXTERNAL
+    }
+
+
+def test_the_lookups_read_a_twin_of_the_packed_table(external_file: Path) -> None:
+    """The tied table is read by the output projection (prepacked by ONNX Runtime) and by the
+    embedding lookups: the lookups get their own initializer over the same bytes, so the original
+    is not held beside its packed copy; the data file holds the bytes once."""
+    model = onnx.load(str(external_file), load_external_data=False)
+    locations = _locations(model)
+    twins = [name for name in locations if name.endswith(UNPACKED)]
+    assert twins, "no weight was twinned"
+    for twin in twins:
+        assert locations[twin] == locations[twin.removesuffix(UNPACKED)]
+    readers = {}
+    for node, index, prepacked in node_inputs(model.graph):
+        readers.setdefault(node.input[index], set()).add(prepacked)
+    for twin in twins:
+        assert readers[twin] == {False} and readers[twin.removesuffix(UNPACKED)] == {True}, twin
+    stored = {(loc[1], loc[2]) for loc in locations.values()}  # (offset, length)
+    assert len(stored) == len(locations) - len(twins)
+    data = external_file.with_name(external_file.name + ".data").stat().st_size
+    assert data < sum(int(length) for _, length in stored) + DATA_ALIGNMENT * len(stored)
+
+
+def test_a_rewritten_file_stores_the_table_once(external_file: Path, demo_onnx: Path, tmp_path: Path) -> None:
+    """``bake`` reads the file back and writes it as one file: the twin is merged, not copied."""
+    baked = tmp_path / "baked.onnx"
+    write_baked(external_file, baked, {"num_beams": 4})
+    model = onnx.load(str(baked))
+    assert not [t.name for t in model.graph.initializer if t.name.endswith(UNPACKED)]
+    assert abs(baked.stat().st_size - demo_onnx.stat().st_size) < 2**20
+    assert graphgen.Translator(baked).translate(TEXTS) == graphgen.Translator(demo_onnx).translate(TEXTS, num_beams=4)

@@ -19,12 +19,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import onnx
 from onnx import AttributeProto, GraphProto, ModelProto
 
 from graphgen._errors import GraphgenError
 from graphgen.contract import read_file_info
 from graphgen.deploy import ORT_PLATFORMS
 from graphgen.deploy.save import staging_directory
+from graphgen.deploy.shared_data import merge_shared_data
 
 # The extension ops the prebuilt Android/iOS extensions packages register (the SentencePiece
 # group brings the decoder with the tokenizer).
@@ -87,6 +89,10 @@ def write_ort(onnx_path: Path, platform: str = "arm", extensions_library: str | 
         for name in (onnx_path.name, f"{onnx_path.name}.data"):  # same directory: hard links, no copies
             if (folder / name).is_file():
                 os.link(folder / name, Path(staging) / name)
+        model = onnx.load(str(onnx_path), load_external_data=False)
+        if merge_shared_data(model):  # the .ort file would store a twin's bytes twice
+            staged_model.unlink()
+            staged_model.write_bytes(model.SerializeToString())
         done = subprocess.run(
             [
                 sys.executable,

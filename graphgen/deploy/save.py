@@ -22,6 +22,7 @@ import onnx
 from onnx import ModelProto
 
 from graphgen._errors import OutputPathError
+from graphgen.deploy.shared_data import separate_unpacked_readers
 
 EXTERNAL_DATA_THRESHOLD = int(1.8 * 2**30)  # leave room for the graph itself
 
@@ -158,7 +159,9 @@ def save_model(
     returns the files written.
 
     With ``streamed``, the weights are already in its file (``streamed_weights``): it is moved
-    beside the model.
+    beside the model. With external data, a weight that ONNX Runtime prepacks and that other nodes
+    also read gets a second initializer over the same bytes for those readers
+    (``deploy.shared_data``), so that its original is not held beside the packed copy.
     """
     path = check_output_path(path)
     external = external or past_protobuf_limit(_weights_bytes(model))
@@ -169,6 +172,7 @@ def save_model(
         try:
             if streamed is not None:
                 streamed.file.close()
+                separate_unpacked_readers(model)
                 staged.write_bytes(model.SerializeToString())
                 os.replace(streamed.path, path.parent / data_name)
                 written.append(path.parent / data_name)
@@ -181,6 +185,8 @@ def save_model(
                     location=data_name,
                     size_threshold=1024,
                 )
+                if separate_unpacked_readers(model):  # the tensors now point into the data file
+                    staged.write_bytes(model.SerializeToString())
                 os.replace(staging / data_name, path.parent / data_name)
                 written.append(path.parent / data_name)
             else:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import ModelProto, numpy_helper
+from onnx.external_data_helper import load_external_data_for_model
 
 from graphgen._errors import GraphgenError
 from graphgen.contract import (
@@ -30,6 +31,7 @@ from graphgen.contract import (
     generation_settings,
 )
 from graphgen.deploy.save import check_output_path, save_model
+from graphgen.deploy.shared_data import merge_shared_data
 
 
 def metadata(model: ModelProto) -> dict[str, str]:
@@ -92,7 +94,9 @@ def load_baked(
     if not source.is_file():
         raise GraphgenError(f"{source} does not exist")
     try:
-        model = onnx.load(str(source))
+        model = onnx.load(str(source), load_external_data=False)
+        merge_shared_data(model)  # written again by save_model, which twins what it needs
+        load_external_data_for_model(model, str(source.parent))
     except Exception as error:  # protobuf raises several types for files that are not models
         raise GraphgenError(f"cannot read {source} as an ONNX model: {error}") from error
     meta = metadata(model)
