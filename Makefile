@@ -72,7 +72,9 @@ $(OPTIMUM_VENV)/.installed:
 # minute), benchmarks/report.md and benchmarks/latency_vs_length.png (about 15 minutes here), then
 # benchmarks/families_report.md: the full-size NLLB-200-distilled-600M and mBART-50 shapes (each
 # report with a chart of peak RSS per system, <report>_memory.png), and
-# benchmarks/export_report.md: those shapes exported in every mode, loaded and run (about 10 minutes).
+# benchmarks/export_report.md: those shapes exported in every mode, loaded and run (about 10 minutes),
+# and, run as root on Linux, benchmarks/memory_limit_report.md: the least memory limit (a cgroup)
+# each system translates in, graphgen against CTranslate2 (5 minutes; elsewhere it says why not).
 # On a machine with an NVIDIA GPU: `$(PY) benchmarks/gpu.py` (see docs/platforms.md, On a GPU).
 bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
 	$(PY) benchmarks/tokenizer.py
@@ -81,6 +83,7 @@ bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
 	  --systems hf,optimum,ct2-float32,ct2-int8,graphgen-fp32,graphgen-int8 --runs 3 --new-tokens 20 \
 	  --report benchmarks/families_report.md
 	$(PY) benchmarks/export_modes.py
+	$(PY) benchmarks/memory_limit.py
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check graphgen custom_ops tests models benchmarks examples

@@ -462,7 +462,7 @@ def main() -> None:
         action="store_true",
         help="2-layer, 2,000-token versions of the family shapes (a quick check)",
     )
-    parser.add_argument("--systems", default=",".join(s.key for s in SYSTEMS))
+    parser.add_argument("--systems", default=",".join(s.key for s in SYSTEMS if not s.key.endswith("-ext")))
     parser.add_argument("--optimum-python", type=Path, default=REPO / ".venv-optimum" / "bin" / "python")
     parser.add_argument("--report", type=Path, default=HERE / "report.md")
     args = parser.parse_args()

@@ -54,6 +54,9 @@ SYSTEMS = [
     System("graphgen-int8", "graphgen int8", "main"),
     System("graphgen-int4", "graphgen int4", "main"),
     System("graphgen-int8-op", "graphgen int8 --search op (ORT BeamSearch op)", "main"),
+    System("graphgen-fp32-ext", "graphgen fp32 --external-data", "main"),
+    System("graphgen-int8-ext", "graphgen int8 --external-data", "main"),
+    System("graphgen-int4-ext", "graphgen int4 --external-data", "main"),
 ]
 BY_KEY = {system.key: system for system in SYSTEMS}
 
@@ -89,7 +92,7 @@ class _HF:
 # --- graphgen ----------------------------------------------------------------------------------
 
 
-def _prepare_graphgen(key: str, int8: bool, search: str = "auto", int4: bool = False):
+def _prepare_graphgen(key: str, int8: bool, search: str = "auto", int4: bool = False, external_data: bool = False):
     def prepare(checkpoint: Path, work: Path) -> None:
         from graphgen import export
 
@@ -102,6 +105,7 @@ def _prepare_graphgen(key: str, int8: bool, search: str = "auto", int4: bool = F
             int8=int8,
             int4=int4,
             search=search,
+            external_data=external_data,
             progress=lambda _: None,
         )
 
@@ -220,6 +224,9 @@ PREPARE = {
     "graphgen-int8": _prepare_graphgen("graphgen-int8", True),
     "graphgen-int4": _prepare_graphgen("graphgen-int4", False, int4=True),
     "graphgen-int8-op": _prepare_graphgen("graphgen-int8-op", True, search="op"),
+    "graphgen-fp32-ext": _prepare_graphgen("graphgen-fp32-ext", False, external_data=True),
+    "graphgen-int8-ext": _prepare_graphgen("graphgen-int8-ext", True, external_data=True),
+    "graphgen-int4-ext": _prepare_graphgen("graphgen-int4-ext", False, int4=True, external_data=True),
 }
 LOAD = {
     "hf": lambda checkpoint, work: _HF(checkpoint),
@@ -231,4 +238,7 @@ LOAD = {
     "graphgen-int8": lambda checkpoint, work: _Graphgen(work / "graphgen-int8" / "model.onnx"),
     "graphgen-int4": lambda checkpoint, work: _Graphgen(work / "graphgen-int4" / "model.onnx"),
     "graphgen-int8-op": lambda checkpoint, work: _Graphgen(work / "graphgen-int8-op" / "model.onnx"),
+    "graphgen-fp32-ext": lambda checkpoint, work: _Graphgen(work / "graphgen-fp32-ext" / "model.onnx"),
+    "graphgen-int8-ext": lambda checkpoint, work: _Graphgen(work / "graphgen-int8-ext" / "model.onnx"),
+    "graphgen-int4-ext": lambda checkpoint, work: _Graphgen(work / "graphgen-int4-ext" / "model.onnx"),
 }
