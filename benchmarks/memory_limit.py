@@ -180,8 +180,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="nllb,full", help="nllb, full (the opus-mt shape)")
     parser.add_argument("--systems", default=DEFAULT_SYSTEMS)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--beams", type=int, default=4)
+    parser.add_argument(
+        "--workloads", default="1x4,8x4", help="BATCHxBEAMS, comma-separated (one input; the benchmark's batch)"
+    )
     parser.add_argument("--new-tokens", type=int, default=40)
     parser.add_argument("--out", type=Path, default=HERE / "memory_limit_report.md")
     args = parser.parse_args()
@@ -203,21 +204,23 @@ def main() -> None:
                 work = Path(temporary)
                 print(f"{label}: making the checkpoint", flush=True)
                 checkpoint = checkpoint_for(model, work / "checkpoint")
-                ids = [[(7 + 131 * i + 17 * j) % top + 4 for j in range(11)] + [2] for i in range(args.batch)]
-                request = {
-                    "ids": ids,
-                    "mask": [[1] * len(row) for row in ids],
-                    "beams": args.beams,
-                    "new_tokens": args.new_tokens,
-                    "runs": 1,
-                }
                 for key in keys:
                     print(f"  {BY_KEY[key].label}: preparing", flush=True)
                     BY_KEY[key].prepare(checkpoint, work)
-                    free, least = least_memory(group, key, checkpoint, work, request)
                     size = BY_KEY[key].size_bytes(checkpoint, work) / 1e6
-                    rows.append((label, BY_KEY[key].label, size, free, least))
-                    print(f"  {BY_KEY[key].label}: peak {free['peak_mb']:.0f} MB, runs in {least} MB", flush=True)
+                    for workload in args.workloads.split(","):
+                        batch, beams = (int(n) for n in workload.split("x"))
+                        ids = [[(7 + 131 * i + 17 * j) % top + 4 for j in range(11)] + [2] for i in range(batch)]
+                        request = {
+                            "ids": ids,
+                            "mask": [[1] * len(row) for row in ids],
+                            "beams": beams,
+                            "new_tokens": args.new_tokens,
+                            "runs": 1,
+                        }
+                        free, least = least_memory(group, key, checkpoint, work, request)
+                        rows.append((label, BY_KEY[key].label, size, f"batch {batch} × {beams} beams", free, least))
+                        print(f"  {BY_KEY[key].label}, {workload}: peak {free['peak_mb']:.0f} MB, runs in {least} MB")
     finally:
         group.remove()
     lines = [
@@ -225,20 +228,20 @@ def main() -> None:
         "",
         f"Written by `benchmarks/memory_limit.py --models {args.models} --systems {args.systems}` on "
         f"{date.today().isoformat()} ({(time.perf_counter() - begun) / 60:.1f} minutes), "
-        f"{platform.platform()}, {os.cpu_count()} CPUs. Workload: batch {args.batch} × {args.beams} beams, "
-        f"exactly {args.new_tokens} new tokens, 2 threads, each try a fresh process (load and one run) "
-        "with the page cache dropped first.",
+        f"{platform.platform()}, {os.cpu_count()} CPUs. Exactly {args.new_tokens} new tokens, 2 threads, "
+        "each try a fresh process (load and one run) with the page cache dropped first.",
         "",
         f"Least limit: the smallest memory cgroup limit (resident memory and page cache, no swap; "
         f"bisection to {STEP_MB} MB) under which the process loaded and translated within {SLOWER}× its "
         "unconstrained time. Peak RSS: the same process without a limit. File sizes in 10^6 bytes, "
         "memory in MiB, as in the other reports.",
         "",
-        "| model | system | file MB | peak RSS MB | least limit MB | s without limit |",
-        "|---|---|---:|---:|---:|---:|",
+        "| model | system | file MB | workload | peak RSS MB | least limit MB | s without limit |",
+        "|---|---|---:|---|---:|---:|---:|",
     ]
-    for label, system, size, free, least in rows:
-        lines.append(f"| {label} | {system} | {size:.0f} | {free['peak_mb']:.0f} | {least} | {free['seconds']:.1f} |")
+    for label, system, size, workload, free, least in rows:
+        measured = f"{free['peak_mb']:.0f} | {least} | {free['seconds']:.1f}"
+        lines.append(f"| {label} | {system} | {size:.0f} | {workload} | {measured} |")
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
 
