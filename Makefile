@@ -74,7 +74,7 @@ $(OPTIMUM_VENV)/.installed:
 # report with a chart of peak RSS per system, <report>_memory.png), and
 # benchmarks/export_report.md: those shapes exported in every mode, loaded and run (about 10 minutes),
 # and, run as root on Linux, benchmarks/memory_limit_report.md: the least memory limit (a cgroup)
-# each system translates in, graphgen against CTranslate2 (5 minutes; elsewhere it says why not).
+# each system translates in, graphgen against CTranslate2 (about 15 minutes; elsewhere it says why not).
 # On a machine with an NVIDIA GPU: `$(PY) benchmarks/gpu.py` (see docs/platforms.md, On a GPU).
 bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
 	$(PY) benchmarks/tokenizer.py

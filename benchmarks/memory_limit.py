@@ -226,7 +226,8 @@ def main() -> None:
     lines = [
         "# The least memory each system translates in",
         "",
-        f"Written by `benchmarks/memory_limit.py --models {args.models} --systems {args.systems}` on "
+        f"Written by `benchmarks/memory_limit.py --models {args.models} --systems {args.systems} "
+        f"--workloads {args.workloads}` on "
         f"{date.today().isoformat()} ({(time.perf_counter() - begun) / 60:.1f} minutes), "
         f"{platform.platform()}, {os.cpu_count()} CPUs. Exactly {args.new_tokens} new tokens, 2 threads, "
         "each try a fresh process (load and one run) with the page cache dropped first.",
