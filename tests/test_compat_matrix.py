@@ -39,7 +39,9 @@ NO_EXTENSIONS = "none"
 CELLS = [(runtime, extensions) for runtime in ORT_RELEASES for extensions in (*EXTENSIONS_RELEASES, NO_EXTENSIONS)]
 SOURCES = demo_sources()
 BATCH = 16
-ID_FILES = ("ids", "ids-int8", "ids-op")
+ID_FILES = ("ids", "ids-int8", "ids-int8-external", "ids-op")
+# files whose output must equal another file's: the weights beside the file (twinned table, mapped)
+SAME_AS = {"ids-int8-external": "ids-int8"}
 PORTABLE_TEXT = ("text", "text-int8", "text-int4")  # the default: the tokenizer in standard ONNX ops
 EXTENSIONS_TEXT = ("text-extensions",)
 FAMILY_SENTENCES = demo_texts()[:48]
@@ -104,6 +106,7 @@ def files(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         "text-extensions": {"tokenizer": "extensions"},
         "ids": {"tokenizer": False},
         "ids-int8": {"tokenizer": False, "int8": True},
+        "ids-int8-external": {"tokenizer": False, "int8": True, "external_data": True},
         "ids-op": {"tokenizer": False, "search": "op"},  # ORT's BeamSearch op instead of the loop
     }.items():
         paths[name] = folder / f"{name}.onnx"
@@ -166,7 +169,7 @@ def expected(demo_dir: Path, files: dict[str, Path], id_batches: list, family_fi
     newest = {name: Translator(files[name]) for name in ("text-int8", "text-int4")}
     ids = {}
     for name in ID_FILES:
-        session = open_session(files[name])
+        session = open_session(files[SAME_AS.get(name, name)])
         ids[name] = [
             session.run(["sequences"], {k: np.array(v, dtype=np.int32) for k, v in batch.items()})[0].tolist()
             for batch in id_batches
