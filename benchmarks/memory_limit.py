@@ -28,7 +28,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from systems import BY_KEY  # this folder is sys.path[0] when run as a script
+from systems import BY_KEY, cpu_model  # this folder is sys.path[0] when run as a script
 
 from graphgen.testing import full_size_family_checkpoint, opus_mt_shaped_checkpoint
 
@@ -229,7 +229,8 @@ def main() -> None:
         f"Written by `benchmarks/memory_limit.py --models {args.models} --systems {args.systems} "
         f"--workloads {args.workloads}` on "
         f"{date.today().isoformat()} ({(time.perf_counter() - begun) / 60:.1f} minutes), "
-        f"{platform.platform()}, {os.cpu_count()} CPUs. Exactly {args.new_tokens} new tokens, 2 threads, "
+        f"{platform.platform()}, {cpu_model()}, {os.cpu_count()} CPUs. "
+        f"Exactly {args.new_tokens} new tokens, 2 threads, "
         "each try a fresh process (load and one run) with the page cache dropped first.",
         "",
         f"Least limit: the smallest memory cgroup limit (resident memory and page cache, no swap; "

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from systems import SYSTEMS, System  # this folder is sys.path[0] when run as a script
+from systems import SYSTEMS, System, cpu_model  # this folder is sys.path[0] when run as a script
 
 from graphgen.testing import (
     DEMO_DIR,
@@ -293,11 +293,7 @@ def quantized_quality(work: Path) -> list[str]:
 
 
 def describe_machine(workers: list[Worker]) -> str:
-    cpu = "unknown CPU"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
+    cpu = cpu_model()
     memory = next(
         (line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")),
         "0",

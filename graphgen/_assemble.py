@@ -118,11 +118,18 @@ def _quantization(int8: bool, int4: bool) -> str:
 
 
 def _search_core(
-    spec: ModelSpec, quantization: str, too_long_remedy: str, search: str, float16: bool = False
+    spec: ModelSpec,
+    quantization: str,
+    too_long_remedy: str,
+    search: str,
+    float16: bool = False,
+    streamed: StreamedWeights | None = None,
 ) -> SearchCore:
+    """``streamed``: the weights go to an external data file, which ONNX Runtime memory-maps (the
+    weight formats lay some tables out for that, see ``model.weights``)."""
     chosen = SEARCHES[search]
     chosen.check(spec, quantization)
-    return chosen.build_core(spec, quantization, too_long_remedy, float16)
+    return chosen.build_core(spec, quantization, too_long_remedy, float16, streamed is not None)
 
 
 def build_id_model(
@@ -138,7 +145,7 @@ def build_id_model(
 
     With ``streamed`` the weights go to that external data file as they are added (``deploy.save``)."""
     quantization = _quantization(int8, int4)
-    core = _search_core(spec, quantization, "pass at most that many ids per row", search, float16)
+    core = _search_core(spec, quantization, "pass at most that many ids per row", search, float16, streamed)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs)
     model = make_model(graph, metadata(spec, ID_LEVEL, quantization, search, float16))
     add_initializers(model.graph, core.initializers, streamed)
@@ -289,7 +296,7 @@ def build_text_model(
         raise UnsupportedModelError("target languages are forced by graphgen's own search: use search='loop'")
     remedy = f"shorten it, or set the optional input {TRUNCATE} to true to cut it"
     quantization = _quantization(int8, int4)
-    core = _search_core(spec, quantization, remedy, search, float16)
+    core = _search_core(spec, quantization, remedy, search, float16, streamed)
     ends = _text_ends(spec, vocabulary, coded, tokenizer, strings)
     # The forced first token is an id-level input; text graphs choose it by target_language, or keep
     # the checkpoint's default as a constant.

@@ -278,6 +278,14 @@ def test_large_exports_stream_their_weights_to_the_data_file(
     assert all(name.endswith(UNPACKED) for name in merge_shared_data(header))
     load_external_data_for_model(header, str(tmp_path))
     got = {t.name: onnx.numpy_helper.to_array(t) for t in all_initializers(header.graph)}
+    if options.get("int8"):
+        # A mapped int8 file's lookups read token rows of a second array (graphgen.model.weights),
+        # the projection's table transposed; its graph differs, so only the weights compare (the
+        # builders' numbered constants do not).
+        rows = [name for name in got if name.endswith(".int8_rows")]
+        assert rows and all(np.array_equal(got.pop(r), expected[r.removesuffix("_rows")].T) for r in rows)
+        got = {name: array for name, array in got.items() if "/" not in name}
+        expected = {name: array for name, array in expected.items() if "/" not in name}
     assert got.keys() == expected.keys()
     assert all(np.array_equal(got[name], expected[name]) for name in expected)
 

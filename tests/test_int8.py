@@ -55,3 +55,56 @@ def test_int8_stores_matrices_as_int8(exported: tuple[Path, Path]) -> None:
     int8 = {t.name: t.SerializeToString() for t in tensors}
     shared = sum(len(data) for name, data in fp32.items() if data == int8.get(name))
     assert exported[1].stat().st_size - shared < 0.4 * (exported[0].stat().st_size - shared)
+
+
+def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    found = list(graph.node)
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                found += _all_nodes(attribute.g)
+    return found
+
+
+def _int8_lookups(path: Path) -> tuple[dict[str, onnx.TensorProto], list[onnx.NodeProto], list[onnx.NodeProto]]:
+    """The file's initializers, its Gathers of int8 tables, and its int8 output projections."""
+    model = onnx.load(str(path))
+    tensors = {t.name: t for t in all_initializers(model.graph)}
+    nodes = _all_nodes(model.graph)
+    gathers = [
+        n
+        for n in nodes
+        if n.op_type == "Gather" and n.input[0] in tensors and tensors[n.input[0]].data_type == onnx.TensorProto.INT8
+    ]
+    assert gathers, "no lookup of an int8 table"
+    vocab = max(max(tensors[n.input[0]].dims) for n in gathers)
+    projections = [n for n in nodes if n.op_type == "DynamicQuantizeMatMul" and tensors[n.input[1]].dims[-1] == vocab]
+    assert projections, "no int8 output projection over the vocabulary"
+    return tensors, gathers, projections
+
+
+def test_int8_table_stored_once_in_a_single_file(exported: tuple[Path, Path]) -> None:
+    """Read into memory whole, a file gains nothing from a second layout: the lookups gather
+    columns of the projection's own table."""
+    _, gathers, projections = _int8_lookups(exported[1])
+    tables = {n.input[1] for n in projections}
+    assert {n.input[0] for n in gathers} <= tables
+    assert all(next(a.i for a in n.attribute if a.name == "axis") == 1 for n in gathers)
+
+
+def test_int8_mapped_lookups_read_whole_rows(demo_dir: Path, tmp_path: Path, exported: tuple[Path, Path]) -> None:
+    """With external data (memory-mapped), lookups gather token rows of an int8 ``[vocab, d_model]``
+    table, not one byte of every row (a column lookup kept every page of the table resident beside
+    ONNX Runtime's packed copy of the output projection); the tied projection reads the same
+    numbers, transposed; and the translations are those of the single file."""
+    path = tmp_path / "int8.onnx"
+    export(str(demo_dir), str(path), int8=True, external_data=True, progress=lambda _: None)
+    tensors, gathers, projections = _int8_lookups(path)
+    for node in gathers:
+        assert next((a.i for a in node.attribute if a.name == "axis"), 0) == 0, f"{node.name} gathers columns"
+    rows = [onnx.numpy_helper.to_array(tensors[n.input[0]]) for n in gathers]
+    for projection in projections:
+        columns = onnx.numpy_helper.to_array(tensors[projection.input[1]])
+        assert any(r.shape == columns.T.shape and np.array_equal(r, columns.T) for r in rows)
+    sources = [source for source, _ in PAIRS[:40]]
+    assert Translator(path).translate(sources) == Translator(exported[1]).translate(sources)

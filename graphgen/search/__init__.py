@@ -1,6 +1,6 @@
 """Stage 4, generation: the search around the decoder step, and the registry of searches.
 
-A search is one module here with a ``build_core(spec, quantization, too_long_remedy, float16)``
+A search is one module here with a ``build_core(spec, quantization, too_long_remedy, float16, mapped)``
 returning a :class:`~graphgen.search.io.SearchCore` (ids in, ``sequences`` and ``sequence_scores``
 out, weights placed), plus one entry in :data:`SEARCHES` saying what it can do. Export, the CLI and
 the file's metadata read the registry; nothing else names a search. This module imports nothing
@@ -32,8 +32,10 @@ class Search:
     float16_layers: bool  # builds float16 layers itself; otherwise export converts the finished file
 
     @property
-    def build_core(self) -> Callable[[ModelSpec, str, str, bool], SearchCore]:
-        builder: Callable[[ModelSpec, str, str, bool], SearchCore] = importlib.import_module(self.module).build_core
+    def build_core(self) -> Callable[[ModelSpec, str, str, bool, bool], SearchCore]:
+        builder: Callable[[ModelSpec, str, str, bool, bool], SearchCore] = importlib.import_module(
+            self.module
+        ).build_core
         return builder
 
     def check(self, spec: ModelSpec, quantization: str) -> None:

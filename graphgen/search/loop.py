@@ -590,11 +590,13 @@ def forced_bos_default(spec: ModelSpec) -> np.ndarray:
     return np.array([NO_FORCED_BOS if forced is None else forced], dtype=np.int32)
 
 
-def build_core(spec: ModelSpec, quantization: str, too_long_remedy: str, float16: bool = False) -> SearchCore:
+def build_core(
+    spec: ModelSpec, quantization: str, too_long_remedy: str, float16: bool = False, mapped: bool = False
+) -> SearchCore:
     """The search in standard ops: every weight in the outer graph, which the loop body reads
     directly (one level down, where ORT still prepacks). ``float16``: the layers in float16
     (``passes.fp16.float16_spec``), the search in float32."""
-    weights = quantized_weights(spec, quantization)
+    weights = quantized_weights(spec, quantization, mapped=mapped)
     layers = float16_spec(spec) if float16 else spec
     search = loop_search(
         layers, weights, CHECKED_INPUT_IDS, ATTENTION_MASK, RAW_SEQUENCES, SEQUENCE_SCORES, float16=float16

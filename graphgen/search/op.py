@@ -328,10 +328,12 @@ SEARCH_CONSTANTS = [
 ]
 
 
-def build_core(spec: ModelSpec, quantization: str, too_long_remedy: str, float16: bool = False) -> SearchCore:
+def build_core(
+    spec: ModelSpec, quantization: str, too_long_remedy: str, float16: bool = False, mapped: bool = False
+) -> SearchCore:
     """The BeamSearch op over the encoder and decoder subgraphs (``float16`` is not built here: export
     converts the finished file with ``passes.fp16.to_float16``)."""
-    weights = quantized_weights(spec, quantization)
+    weights = quantized_weights(spec, quantization, mapped=mapped)
     encoder = build_encoder_graph(spec, weights)
     decoder = build_decoder_graph(spec, weights)
     # With early stopping one batched BeamSearch node is exact: single-use weights become subgraph
