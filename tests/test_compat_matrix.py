@@ -272,11 +272,11 @@ def test_compatibility_passes_hold_in_every_file(files: dict[str, Path]) -> None
 
 
 def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    from graphgen.passes.compat import _subgraphs
+    from graphgen._graphs import subgraphs
 
     yield graph
     for node in graph.node:
-        for sub in _subgraphs(node):
+        for sub in subgraphs(node):
             yield from _all_graphs(sub)
 
 

@@ -15,9 +15,10 @@ from onnx.external_data_helper import load_external_data_for_model
 
 from graphgen import CheckpointError, OutputPathError, UnsupportedModelError, export
 from graphgen._assemble import build_id_model
+from graphgen._graphs import all_initializers
 from graphgen.checkpoint.load import load_checkpoint
-from graphgen.deploy.save import all_initializers, save_model
-from graphgen.deploy.shared_data import UNPACKED, merge_shared_data
+from graphgen.deploy.save import save_model
+from graphgen.deploy.shared_data import UNPACKED, merge_shared_data, node_inputs
 from graphgen.testing import open_session, random_marian
 
 
@@ -290,9 +291,6 @@ def test_large_exports_stream_their_weights_to_the_data_file(
     assert all(np.array_equal(got[name], expected[name]) for name in expected)
 
 
-PREPACKING_OPS = {"MatMul", "Gemm", "DynamicQuantizeMatMul", "MatMulNBits"}
-
-
 @pytest.mark.parametrize("options", [{}, {"int8": True}, {"int4": True}, {"float16": True}], ids=str)
 def test_each_matrix_has_one_reader_that_prepacks_it(demo_dir: Path, options: dict) -> None:
     """ONNX Runtime prepacks a weight once per node that multiplies with it, and keeps every copy:
@@ -300,18 +298,9 @@ def test_each_matrix_has_one_reader_that_prepacks_it(demo_dir: Path, options: di
     one such node (a first step outside the loop made the session hold the decoder twice)."""
     model = build_id_model(load_checkpoint(demo_dir).spec, search="loop", **options)
     weights = {t.name for t in all_initializers(model.graph)}
-    readers = Counter(  # the matrix is the second input of each of these ops
-        node.input[1]
-        for graph in _graphs(model.graph)
-        for node in graph.node
-        if node.op_type in PREPACKING_OPS and node.input[1] in weights
+    readers = Counter(
+        node.input[index]
+        for node, index, prepacked in node_inputs(model.graph)
+        if prepacked and node.input[index] in weights
     )
     assert readers and max(readers.values()) == 1, [name for name, count in readers.items() if count > 1]
-
-
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attribute.g)

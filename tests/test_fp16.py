@@ -21,8 +21,8 @@ import pytest
 
 from graphgen import export
 from graphgen._assemble import standalone_subgraph
+from graphgen._graphs import all_initializers
 from graphgen.checkpoint.load import load_checkpoint
-from graphgen.deploy.save import all_initializers
 from graphgen.model.spec import ModelSpec
 from graphgen.passes.fp16 import Float16Error, to_float16
 from graphgen.search.op import build_decoder_graph, build_encoder_graph

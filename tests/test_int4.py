@@ -12,7 +12,7 @@ from graphgen.custom_ops.builder import INT32, GraphBuilder
 from onnx import TensorProto
 
 from graphgen import GraphgenError, Translator, export
-from graphgen.deploy.save import all_initializers
+from graphgen._graphs import all_graphs, all_initializers
 from graphgen.model.weights import INT4_BLOCK, Int4Weights, quantize_blocks
 from graphgen.testing import FAMILIES, builder_model, demo_test_pairs, family_checkpoint, open_session
 
@@ -102,7 +102,7 @@ def test_int4_stores_every_matrix_in_four_bits(exported: tuple[Path, Path, Path]
     # the tied table once: read by the lookups (Gather) and the output projection (MatMulNBits)
     readers = {
         node.op_type
-        for graph in _graphs(model.graph)
+        for graph in all_graphs(model.graph)
         for node in graph.node
         if "encoder.embed_tokens.int4" in node.input
     }
@@ -112,14 +112,6 @@ def test_int4_stores_every_matrix_in_four_bits(exported: tuple[Path, Path, Path]
     assert not [t.name for t in matrices if "search" not in t.name and "bias" not in t.name]
     sizes = [path.stat().st_size for path in exported]
     assert sizes[2] < sizes[1] < sizes[0]
-
-
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attribute.g)
 
 
 @pytest.mark.parametrize("family", ["nllb", "t5"])

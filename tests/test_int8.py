@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 from graphgen import Translator, export
-from graphgen.deploy.save import all_initializers
+from graphgen._graphs import all_initializers, all_nodes
 from graphgen.testing import demo_test_pairs
 
 PAIRS = demo_test_pairs()
@@ -57,20 +57,11 @@ def test_int8_stores_matrices_as_int8(exported: tuple[Path, Path]) -> None:
     assert exported[1].stat().st_size - shared < 0.4 * (exported[0].stat().st_size - shared)
 
 
-def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    found = list(graph.node)
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                found += _all_nodes(attribute.g)
-    return found
-
-
 def _int8_lookups(path: Path) -> tuple[dict[str, onnx.TensorProto], list[onnx.NodeProto], list[onnx.NodeProto]]:
     """The file's initializers, its Gathers of int8 tables, and its int8 output projections."""
     model = onnx.load(str(path))
     tensors = {t.name: t for t in all_initializers(model.graph)}
-    nodes = _all_nodes(model.graph)
+    nodes = list(all_nodes(model.graph))
     gathers = [
         n
         for n in nodes

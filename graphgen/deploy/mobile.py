@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
-from onnx import AttributeProto, GraphProto, ModelProto
+from onnx import GraphProto, ModelProto
 
 from graphgen._errors import GraphgenError
+from graphgen._graphs import all_nodes
 from graphgen.contract import read_file_info
 from graphgen.deploy import ORT_PLATFORMS
 from graphgen.deploy.save import staging_directory
@@ -46,14 +47,8 @@ MOBILE_EXTENSION_OPS = frozenset(
 
 def ops_used(graph: GraphProto) -> Iterator[tuple[str, str]]:
     """``(domain, op_type)`` of every node, subgraphs included (``""`` is the ONNX domain)."""
-    for node in graph.node:
+    for node in all_nodes(graph):
         yield node.domain or "", node.op_type
-        for attribute in node.attribute:
-            if attribute.type == AttributeProto.GRAPH:
-                yield from ops_used(attribute.g)
-            elif attribute.type == AttributeProto.GRAPHS:
-                for sub in attribute.graphs:
-                    yield from ops_used(sub)
 
 
 def ops_outside_mobile_packages(model: ModelProto) -> set[tuple[str, str]]:

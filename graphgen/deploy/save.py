@@ -22,6 +22,7 @@ import onnx
 from onnx import ModelProto
 
 from graphgen._errors import OutputPathError
+from graphgen._graphs import all_initializers
 from graphgen.deploy.shared_data import separate_unpacked_readers
 
 EXTERNAL_DATA_THRESHOLD = int(1.8 * 2**30)  # leave room for the graph itself
@@ -81,15 +82,6 @@ def check_output_path(path: Path) -> Path:
         pass
     remove_stale_staging(parent)
     return path
-
-
-def all_initializers(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Initializers of ``graph`` and of every subgraph nested in its nodes' attributes."""
-    yield from graph.initializer
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from all_initializers(attribute.g)
 
 
 def _weights_bytes(model: ModelProto) -> int:

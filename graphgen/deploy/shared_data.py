@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto
+
+from graphgen._graphs import all_nodes
 
 # Inputs that ONNX Runtime's CPU kernels prepack when they are constant: (domain, op) -> input indices.
 PREPACKED_INPUTS: dict[tuple[str, str], frozenset[int]] = {
@@ -37,14 +39,11 @@ UNPACKED = ".unpacked"
 def node_inputs(graph: GraphProto) -> Iterator[tuple[NodeProto, int, bool]]:
     """(node, input index, whether ONNX Runtime prepacks that input) for every input of every node,
     in ``graph`` and the subgraphs nested in it."""
-    for node in graph.node:
+    for node in all_nodes(graph):
         prepacked = PREPACKED_INPUTS.get((node.domain or "", node.op_type), frozenset())
         for index, name in enumerate(node.input):
             if name:
                 yield node, index, index in prepacked
-        for attribute in node.attribute:
-            if attribute.type == AttributeProto.GRAPH:
-                yield from node_inputs(attribute.g)
 
 
 def _location(tensor: TensorProto) -> tuple[str, str, str] | None:

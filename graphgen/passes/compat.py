@@ -18,21 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
+from graphgen._graphs import subgraphs
 from graphgen.custom_ops.builder import MS_DOMAIN
 
 # The oldest releases the exported file was run on (the matrix test); see docs/platforms.md's table.
 MIN_ONNXRUNTIME = "1.17"
 MIN_EXTENSIONS = "0.13"
-
-
-def _subgraphs(node: NodeProto) -> Iterator[GraphProto]:
-    for attribute in node.attribute:
-        if attribute.type == AttributeProto.GRAPH:
-            yield attribute.g
-        elif attribute.type == AttributeProto.GRAPHS:
-            yield from attribute.graphs
 
 
 def outer_reads(graph: GraphProto) -> set[str]:
@@ -41,7 +34,7 @@ def outer_reads(graph: GraphProto) -> set[str]:
     read: set[str] = set()
     for node in graph.node:
         read.update(name for name in node.input if name and name not in defined)
-        for sub in _subgraphs(node):
+        for sub in subgraphs(node):
             read.update(name for name in outer_reads(sub) if name not in defined)
         defined.update(node.output)
     return read
@@ -53,7 +46,7 @@ def declare_outer_scope_types(model: ModelProto) -> None:
     def visit(graph: GraphProto, visible: dict[str, TensorProto]) -> None:
         scope = visible | {t.name: t for t in graph.initializer}
         for node in graph.node:
-            for sub in _subgraphs(node):
+            for sub in subgraphs(node):
                 declared = {v.name for v in sub.value_info}
                 for name in sorted(outer_reads(sub) - declared):
                     if name in scope:
@@ -68,7 +61,7 @@ def _search_nodes(graph: GraphProto) -> Iterator[NodeProto]:
     for node in graph.node:
         if node.op_type == "BeamSearch" and node.domain == MS_DOMAIN:
             yield node
-        for sub in _subgraphs(node):
+        for sub in subgraphs(node):
             yield from _search_nodes(sub)
 
 
@@ -133,7 +126,7 @@ def _read_unused(graph: GraphProto, names: list[str]) -> None:
     graph.node.extend([*guard, *nodes])
 
 
-def balance_search_subgraphs(model: ModelProto) -> None:
+def balance_searchsubgraphs(model: ModelProto) -> None:
     """Make the encoder and decoder of every BeamSearch node read the same outer values."""
     types: dict[str, int] = {}
 
@@ -141,7 +134,7 @@ def balance_search_subgraphs(model: ModelProto) -> None:
         types.update({t.name: t.data_type for t in graph.initializer})
         types.update({v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info]})
         for node in graph.node:
-            for sub in _subgraphs(node):
+            for sub in subgraphs(node):
                 collect(sub)
 
     collect(model.graph)
@@ -156,5 +149,5 @@ def balance_search_subgraphs(model: ModelProto) -> None:
 
 
 def apply_compatibility_passes(model: ModelProto) -> None:
-    balance_search_subgraphs(model)
+    balance_searchsubgraphs(model)
     declare_outer_scope_types(model)

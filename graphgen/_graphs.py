@@ -1,0 +1,41 @@
+"""Walking a model's graphs. ONNX keeps subgraphs (a ``Loop`` body, an ``If``'s branches, the
+BeamSearch op's encoder and decoder) inside node attributes, so every question about "the whole
+file" (which ops, which initializers, who reads what) walks the same tree: it is walked here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from onnx import AttributeProto, GraphProto, NodeProto, TensorProto
+
+
+def subgraphs(node: NodeProto) -> Iterator[GraphProto]:
+    """The graphs held by ``node``'s attributes (single graphs and lists of graphs)."""
+    for attribute in node.attribute:
+        if attribute.type == AttributeProto.GRAPH:
+            yield attribute.g
+        elif attribute.type == AttributeProto.GRAPHS:
+            yield from attribute.graphs
+
+
+def all_graphs(graph: GraphProto) -> Iterator[GraphProto]:
+    """``graph`` and every graph nested in it, outermost first."""
+    yield graph
+    for node in graph.node:
+        for sub in subgraphs(node):
+            yield from all_graphs(sub)
+
+
+def all_nodes(graph: GraphProto) -> Iterator[NodeProto]:
+    """The nodes of ``graph`` and of every graph nested in it."""
+    for each in all_graphs(graph):
+        yield from each.node
+
+
+def all_initializers(graph: GraphProto) -> Iterator[TensorProto]:
+    """The initializers of ``graph`` and of every graph nested in it."""
+    for each in all_graphs(graph):
+        yield from each.initializer
+
+
+__all__ = ["all_graphs", "all_initializers", "all_nodes", "subgraphs"]
