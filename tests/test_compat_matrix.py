@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import venv
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import pytest
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import Translator, export
+from graphgen._graphs import all_initializers
 from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
 from graphgen.testing import FAMILIES, REPO, demo_sources, demo_texts, family_checkpoint, hf_translate, open_session
 
@@ -262,22 +262,13 @@ def test_compatibility_passes_hold_in_every_file(files: dict[str, Path]) -> None
 
     for path in files.values():
         model = onnx.load(path)
-        initializers = {t.name for graph in _all_graphs(model.graph) for t in graph.initializer}
+        initializers = {t.name for t in all_initializers(model.graph)}
         for node in _search_nodes(model.graph):
             parts = {a.name: a.g for a in node.attribute if a.name in ("encoder", "decoder")}
             reads = {role: outer_reads(graph) & initializers for role, graph in parts.items()}
             assert reads["encoder"] == reads["decoder"], path.name
             for graph in parts.values():
                 assert reads["encoder"] <= {v.name for v in graph.value_info}, path.name
-
-
-def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    from graphgen._graphs import subgraphs
-
-    yield graph
-    for node in graph.node:
-        for sub in subgraphs(node):
-            yield from _all_graphs(sub)
 
 
 def test_runner_is_standalone() -> None:

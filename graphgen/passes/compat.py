@@ -126,7 +126,7 @@ def _read_unused(graph: GraphProto, names: list[str]) -> None:
     graph.node.extend([*guard, *nodes])
 
 
-def balance_searchsubgraphs(model: ModelProto) -> None:
+def balance_search_subgraphs(model: ModelProto) -> None:
     """Make the encoder and decoder of every BeamSearch node read the same outer values."""
     types: dict[str, int] = {}
 
@@ -149,5 +149,5 @@ def balance_searchsubgraphs(model: ModelProto) -> None:
 
 
 def apply_compatibility_passes(model: ModelProto) -> None:
-    balance_searchsubgraphs(model)
+    balance_search_subgraphs(model)
     declare_outer_scope_types(model)
