@@ -124,9 +124,10 @@ class _Graphgen:
     def __init__(self, path: Path) -> None:
         import onnxruntime as ort
 
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        options.intra_op_num_threads = THREADS
+        from graphgen.runtime.translator import session_options
+
+        # graphgen.Translator's own options (memory patterns off), without its text-level wrapper
+        options = session_options(THREADS, extensions=False)
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def generate(self, ids: np.ndarray, mask: np.ndarray, beams: int, new_tokens: int) -> list[int]:

@@ -63,6 +63,13 @@ def test_several_returned_sequences(demo_onnx: Path) -> None:
     assert [row[0] for row in result] == translator.translate(SOURCES[:3])
 
 
+def test_memory_patterns_are_off(demo_onnx: Path) -> None:
+    """ONNX Runtime's memory patterns would hold a repeated batch shape's working set twice (README)."""
+    translator = Translator(demo_onnx)
+    assert translator._session.get_session_options().enable_mem_pattern is False
+    assert translator.translate(SOURCES[:4]) == translator.translate(SOURCES[:4])
+
+
 def test_threads_give_serial_results(demo_onnx: Path) -> None:
     translator = Translator(demo_onnx)
     chunks = [SOURCES[i : i + 10] for i in range(0, 80, 10)]

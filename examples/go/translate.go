@@ -70,8 +70,18 @@ func Open(model string, languages bool) (*Translator, error) {
 	if languages {
 		wanted = append(wanted, "source_language", "target_language")
 	}
+	// As graphgen.Translator: ONNX Runtime's replay of a run's allocations would hold a batch's
+	// search memory twice (README, Memory).
+	options, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, err
+	}
+	defer options.Destroy()
+	if err := options.SetMemPattern(false); err != nil {
+		return nil, err
+	}
 	session, err := ort.NewDynamicAdvancedSession(model, wanted,
-		[]string{"translation_utf8", "translation_lengths"}, nil)
+		[]string{"translation_utf8", "translation_lengths"}, options)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,13 @@ const SETTINGS = {
 export async function openTranslator(ort, model, sessionOptions = {}) {
   let session;
   try {
-    session = await ort.InferenceSession.create(model, { logSeverityLevel: 3, ...sessionOptions });
+    // enableMemPattern: false, as graphgen.Translator: ONNX Runtime's replay of a run's allocations
+    // would hold a batch's search memory twice (README, Memory).
+    session = await ort.InferenceSession.create(model, {
+      logSeverityLevel: 3,
+      enableMemPattern: false,
+      ...sessionOptions,
+    });
   } catch (error) {
     if (/SentencepieceTokenizer|ai\.onnx\.contrib/.test(String(error))) {
       throw new Error(

@@ -26,6 +26,7 @@ decoder weight has one reader, and ONNX Runtime prepacks it once).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,37 +186,43 @@ class _Search:
             else:
                 g.op("Add", [scores, mask], outputs=[g.fresh("log_probs")])
 
-        plain = GraphBuilder(b.fresh("no_penalty"))
-        finish(plain, logits if renormalise else plain.op("LogSoftmax", [logits], axis=-1))
-        penalty = GraphBuilder(b.fresh("penalty"))
-        # Greedy search penalises the logits, beam search the log-probabilities (HF's two paths).
-        base = penalty.op("Where", [self.is_greedy, logits, penalty.op("LogSoftmax", [logits], axis=-1)])
-        ids = penalty.op("Cast", [sequences], to=INT64)
-        seen = penalty.op("GatherElements", [base, ids], axis=1)
-        penalised = penalty.op(
-            "Where",
-            [
-                penalty.op("Less", [seen, penalty.const(np.float32(0.0))]),
-                penalty.mul(seen, REPETITION_PENALTY),
-                penalty.op("Div", [seen, REPETITION_PENALTY]),
-            ],
-        )
-        scattered = penalty.op("ScatterElements", [base, ids, penalised], axis=1)
-        if not renormalise:  # greedy only needs the order; a log-softmax keeps the scores comparable
-            scattered = penalty.op("Where", [self.is_greedy, penalty.op("LogSoftmax", [scattered], axis=-1), scattered])
-        finish(penalty, scattered)
-        result = b.op("If", [self.penalised], then_branch=_branch(penalty, FLOAT), else_branch=_branch(plain, FLOAT))
-        if forced is not None and not renormalise:
-            # HF's forced EOS sets EOS to exactly 0 and the rest to -inf; added to unnormalised
-            # log-probabilities the row would leave EOS at its own score instead.
-            then = GraphBuilder(b.fresh("forced"))
-            then.op("Expand", [self.forced_row, then.op("Shape", [result])], outputs=[then.fresh("log_probs")])
-            keep = GraphBuilder(b.fresh("not_forced"))
-            keep.op("Identity", [result], outputs=[keep.fresh("log_probs")])
-            result = b.op(
-                "If", [b.op("Squeeze", [forced])], then_branch=_branch(then, FLOAT), else_branch=_branch(keep, FLOAT)
+        def processed(g: GraphBuilder) -> str:
+            """The penalty (or none) and the bans, as ``g``'s last node."""
+            plain = GraphBuilder(g.fresh("no_penalty"))
+            finish(plain, logits if renormalise else plain.op("LogSoftmax", [logits], axis=-1))
+            penalty = GraphBuilder(g.fresh("penalty"))
+            # Greedy search penalises the logits, beam search the log-probabilities (HF's two paths).
+            base = penalty.op("Where", [self.is_greedy, logits, penalty.op("LogSoftmax", [logits], axis=-1)])
+            ids = penalty.op("Cast", [sequences], to=INT64)
+            seen = penalty.op("GatherElements", [base, ids], axis=1)
+            penalised = penalty.op(
+                "Where",
+                [
+                    penalty.op("Less", [seen, penalty.const(np.float32(0.0))]),
+                    penalty.mul(seen, REPETITION_PENALTY),
+                    penalty.op("Div", [seen, REPETITION_PENALTY]),
+                ],
             )
-        return result
+            scattered = penalty.op("ScatterElements", [base, ids, penalised], axis=1)
+            if not renormalise:  # greedy only needs the order; a log-softmax keeps the scores comparable
+                scattered = penalty.op(
+                    "Where", [self.is_greedy, penalty.op("LogSoftmax", [scattered], axis=-1), scattered]
+                )
+            finish(penalty, scattered)
+            return g.op("If", [self.penalised], then_branch=_branch(penalty, FLOAT), else_branch=_branch(plain, FLOAT))
+
+        if forced is None or renormalise:
+            return processed(b)
+        # HF's forced EOS sets EOS to exactly 0 and the rest to -inf; added to unnormalised
+        # log-probabilities the row would leave EOS at its own score instead. The other steps
+        # compute theirs inside the ``If`` (a pass-through branch would copy [R, V] every step).
+        then = GraphBuilder(b.fresh("forced"))
+        then.op("Expand", [self.forced_row, then.op("Shape", [logits])], outputs=[then.fresh("log_probs")])
+        keep = GraphBuilder(b.fresh("not_forced"))
+        processed(keep)
+        return b.op(
+            "If", [b.op("Squeeze", [forced])], then_branch=_branch(then, FLOAT), else_branch=_branch(keep, FLOAT)
+        )
 
     def first_tokens(self, forced_bos: str) -> str:
         """Each row's forced first token ``[B*K, 1]`` int32 (``NO_FORCED_BOS`` for none), checked:
@@ -251,11 +258,15 @@ class _Search:
             per_item = b.op("Where", [eos_now, b.const(np.int32(NO_FORCED_BOS)), per_item])
         return b.op("Unsqueeze", [b.op("Gather", [per_item, self.repeat]), b.const(i64(1))])
 
-    def force_first_token(self, b: GraphBuilder, log_probs: str, first_tokens: str, iteration: str) -> str:
+    def force_first_token(
+        self, b: GraphBuilder, log_probs: Callable[[GraphBuilder], str], first_tokens: str, iteration: str
+    ) -> str:
         """HF's ``ForcedBOSTokenLogitsProcessor`` on ``[B*K, V]`` log-probabilities at the first step
         (``iteration`` 0): a row's forced token gets exactly 0 and every other token -inf (any
-        renormalisation leaves that row as it is). Later steps pass through (an ``If``: the
-        ``[B*K, V]`` comparison is made once, not per step)."""
+        renormalisation leaves that row as it is). ``log_probs`` builds the step's log-probabilities
+        into a builder, as its last node: once in each branch of an ``If``, so that the ``[B*K, V]``
+        comparison is made at the first step only, and later steps write theirs straight into the
+        ``If``'s output (a pass-through branch would copy them every step)."""
         vocabulary = self.outer.const(np.arange(self.spec.target_vocab_size, dtype=np.int32)[None, :], "vocabulary_ids")
         force = GraphBuilder(b.fresh("forced_first"))
         row = force.op(
@@ -263,11 +274,11 @@ class _Search:
             [force.op("Equal", [vocabulary, first_tokens]), force.const(np.float32(0.0)), force.const(NEG_INF)],
         )
         active = force.op("Not", [force.op("Equal", [first_tokens, force.const(np.int32(NO_FORCED_BOS))])])
-        force.op("Where", [active, row, log_probs], outputs=[force.fresh("log_probs")])
-        keep = GraphBuilder(b.fresh("later_step"))
-        keep.op("Identity", [log_probs], outputs=[keep.fresh("log_probs")])
+        force.op("Where", [active, row, log_probs(force)], outputs=[force.fresh("log_probs")])
+        later = GraphBuilder(b.fresh("later_step"))
+        log_probs(later)
         first = b.op("Equal", [iteration, b.const(np.int64(0))])
-        return b.op("If", [first], then_branch=_branch(force, FLOAT), else_branch=_branch(keep, FLOAT))
+        return b.op("If", [first], then_branch=_branch(force, FLOAT), else_branch=_branch(later, FLOAT))
 
     # -- one step of HF's bookkeeping -----------------------------------------------------------
 
@@ -546,8 +557,9 @@ def loop_search(
     rows_shape = body.op("Concat", [body.const(i64(-1)), body.op("Shape", [beams_in.running], start=2, end=3)], axis=0)
     flat_running = body.op("Reshape", [beams_in.running, rows_shape])
     flat_logits = body.reshape(step_logits, [-1, spec.target_vocab_size])
-    step_log_probs = search.log_probs(body, flat_logits, length, flat_running)
-    step_log_probs = search.force_first_token(body, step_log_probs, first_tokens, iteration)
+    step_log_probs = search.force_first_token(
+        body, lambda g: search.log_probs(g, flat_logits, length, flat_running), first_tokens, iteration
+    )
     beams_out, step_reorder, step_go_on = search.step(body, step_log_probs, beams_in, length)
     # The body's outputs are the producing nodes' own values: an Identity would copy each per step.
     body.outputs.append(helper.make_tensor_value_info(step_go_on, BOOL, []))

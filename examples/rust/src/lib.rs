@@ -90,6 +90,9 @@ impl Translator {
         let environment = runtime(runtime_library)?;
         let session = Session::builder(environment)?
             .with_log_level(ort::logging::LogLevel::Error)?
+            // as graphgen.Translator: ONNX Runtime's replay of a run's allocations would hold a
+            // batch's search memory twice (README, Memory)
+            .with_memory_pattern(false)?
             .commit_from_file(model)
             .map_err(|error| {
                 if error.to_string().contains("ai.onnx.contrib") {

@@ -41,6 +41,9 @@ public final class Translator implements AutoCloseable {
             + " FILE` (the default, --tokenizer onnx); a --tokenizer extensions file needs onnxruntime-extensions";
     try (OrtSession.SessionOptions options = new OrtSession.SessionOptions()) {
       options.setSessionLogLevel(OrtLoggingLevel.ORT_LOGGING_LEVEL_ERROR); // not the notice per optional input
+      // as graphgen.Translator: ONNX Runtime's replay of a run's allocations would hold a batch's
+      // search memory twice (README, Memory)
+      options.setMemoryPatternOptimization(false);
       session = env.createSession(model.toString(), options);
     } catch (OrtException error) {
       if (String.valueOf(error.getMessage()).contains("ai.onnx.contrib")) {
