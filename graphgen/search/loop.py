@@ -518,12 +518,6 @@ def loop_search(
     empty = b.op("ConstantOfShape", [empty_shape], value=helper.make_tensor("zero", cache_type, [1], [0]))
     caches = [empty] * (2 * spec.decoder_layers)
 
-    # At least the first step, as HF's generate (which always takes one).
-    steps = b.op(
-        "Max",
-        [b.op("Sub", [b.op("Cast", [MAX_LENGTH], to=INT64), b.const(i64(1))]), b.const(i64(1))],
-    )
-
     # The loop: one decoder step for all rows, then the bookkeeping.
     body = GraphBuilder("search_step")
     u = Transformer(body, spec, quantized, float16=float16)
@@ -572,17 +566,21 @@ def loop_search(
     for value, (elem, shape) in zip(beams_out.names(), STATE_TYPES, strict=True):
         body.outputs.append(helper.make_tensor_value_info(value, elem, shape))
     # The caches the next step reads: this step's, reordered to the kept beams; none after the
-    # last step. ONNX Runtime's Loop copies its loop-carried values into its outputs when it ends,
-    # while the last step's inputs are still held: full caches there would be a third copy.
-    last = body.op("GreaterOrEqual", [body.op("Add", [iteration, body.const(np.int64(1))]), steps])
-    going_on = body.op("And", [step_go_on, body.op("Not", [last])])
-    kept_rows = body.op("Where", [going_on, body.op("Shape", [step_reorder]), body.const(i64(0))])
+    # last step (``step_go_on`` is false there: at max_length every candidate has ended). ONNX
+    # Runtime's Loop copies its loop-carried values into its outputs when it ends, while the last
+    # step's inputs are still held: full caches there would be a third copy.
+    kept_rows = body.op("Where", [step_go_on, body.op("Shape", [step_reorder]), body.const(i64(0))])
     next_rows = body.op("Slice", [step_reorder, body.const(i64(0)), kept_rows])
     for key, value in step_presents:
         for cache in (key, value):
             name = b.fresh("out_cache")
             body.op("Gather", [cache, next_rows], outputs=[name])
             body.outputs.append(helper.make_tensor_value_info(name, cache_type, cache_shape))
+    # At least the first step, as HF's generate (which always takes one).
+    steps = b.op(
+        "Max",
+        [b.op("Sub", [b.op("Cast", [MAX_LENGTH], to=INT64), b.const(i64(1))]), b.const(i64(1))],
+    )
     final = [b.fresh("final") for _ in range(len(STATE_TYPES) + len(caches))]
     b.op(
         "Loop",
