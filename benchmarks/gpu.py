@@ -4,6 +4,9 @@
     pip uninstall -y onnxruntime && pip install onnxruntime-gpu   # for CUDA 12 or 13, cuDNN 9
     python benchmarks/gpu.py                         # one NVIDIA GPU; goal: under 8 minutes on an H200
 
+(On a borrowed machine that takes little per transfer: ``benchmarks/gpu_wheel.py`` cuts the GPU wheel
+to one architecture's kernels, 69 MB in two parts, and says how to unpack it there.)
+
 1. Parity on the GPU: the demo model's 300 test sentences (4 beams, batches of 16) through the text
    files (float32 and float16, tokenizer in standard ops) on ``CUDAExecutionProvider``, against the
    same files on the CPU and HF ``generate`` (float32 and ``model.half()``) on the GPU.

@@ -81,6 +81,7 @@ def test_config_parses_and_matches_the_model(files: dict[str, Path], interface: 
     assert config["name"] == name and config["backend"] == "onnxruntime" and config["max_batch_size"] == 8
     assert "max_queue_delay_microseconds" in config["dynamic_batching"]
     assert config["instance_group"] == [{"count": 1, "kind": "KIND_CPU"}]
+    assert config["parameters"] == {"enable_mem_pattern": {"string_value": "0"}}  # as Translator's sessions
     if interface == "text-extensions":
         library = "/opt/tritonserver/ortextensions/libortextensions.so"  # the default
         assert config["model_operations"] == {"op_library_filename": [library]}
