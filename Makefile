@@ -80,7 +80,7 @@ bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
 	$(PY) benchmarks/tokenizer.py
 	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python
 	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python --models nllb,mbart \
-	  --systems hf,optimum,ct2-float32,ct2-int8,graphgen-fp32,graphgen-int8 --runs 3 --new-tokens 20 \
+	  --systems hf,optimum,ct2-float32,ct2-int8,graphgen-fp32,graphgen-int8,graphgen-int4,graphgen-int8-ext --runs 3 --new-tokens 20 \
 	  --report benchmarks/families_report.md
 	$(PY) benchmarks/export_modes.py
 	$(PY) benchmarks/memory_limit.py
