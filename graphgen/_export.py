@@ -72,7 +72,7 @@ def export(
     tensor out of a portable text file (the languages as UTF-8 bytes too, no ``translation``
     output), for ONNX Runtime builds without the string type. ``int8=True`` stores every matrix
     (embedding tables and output projection included) as int8 with per-column scales; ``int4=True``
-    as 4 bits with a scale per block of 32 inputs (ONNX Runtime's ``MatMulNBits``; loop search only).
+    as 4 bits with a scale per block of 64 inputs (ONNX Runtime's ``MatMulNBits``; loop search only).
     ``fp16=True`` builds the encoder and decoder in float16 (the search itself stays float32), for
     GPU execution providers.
     ``early_stopping`` overrides the checkpoint's setting. ``True`` finishes an input once

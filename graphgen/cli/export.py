@@ -54,7 +54,7 @@ def add_parser(commands: Any) -> None:
     export.add_argument(
         "--int4",
         action="store_true",
-        help="store weights as 4 bits (a scale per block of 32, ONNX Runtime's MatMulNBits): about 7x smaller "
+        help="store weights as 4 bits (a scale per block of 64, ONNX Runtime's MatMulNBits): about 7x smaller "
         "than float32, for machines short of memory; the accuracy cost is measured in docs/performance.md",
     )
     export.add_argument(
