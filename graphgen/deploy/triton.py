@@ -79,7 +79,7 @@ def model_config(model: ModelProto, options: TritonOptions, baked: dict[str, Any
         "output [\n" + ",\n".join(_tensor_entry(value) for value in model.graph.output) + "\n]",
         f"dynamic_batching {{\n  max_queue_delay_microseconds: {options.max_queue_delay_microseconds}\n}}",
         f"instance_group [\n  {{\n    count: {options.instances}\n    kind: KIND_CPU\n  }}\n]",
-        # What ``graphgen.runtime.session_options`` sets: without ORT's memory patterns a repeated
+        # As ``graphgen.runtime.translator.session_options``: without ORT's memory patterns a repeated
         # batch shape does not hold the search's working set twice (the backend reads this since 2022).
         'parameters { key: "enable_mem_pattern" value: { string_value: "0" } }',
     ]

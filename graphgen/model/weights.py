@@ -20,8 +20,8 @@ into memory whole gains nothing from the second array: its original table stays 
 ``transB`` keeps a transposed copy of its own.)
 
 int4 (``Int4Weights``): symmetric, one scale per block of ``INT4_BLOCK`` (64) inputs, in ONNX
-Runtime's ``MatMulNBits`` layout (``[out, blocks, INT4_BLOCK / 2]`` bytes, two codes per byte, low nibble first, code 8
-is zero). A table ``[vocab, d_model]`` is already in that layout with the tokens as outputs: the
+Runtime's ``MatMulNBits`` layout (``[out, blocks, INT4_BLOCK / 2]`` bytes, two codes per byte, low
+nibble first, code 8 is zero). A table ``[vocab, d_model]`` is already in that layout with the tokens as outputs: the
 output projection reads it as it is, and the embedding lookup gathers token rows of the same bytes
 and unpacks them with standard ops, so a tied table is stored once, at half a byte per value.
 """
@@ -126,10 +126,9 @@ class Int8Weights:
 INT4_ACCURACY_LEVEL = 4
 
 # Inputs per int4 scale. ONNX Runtime keeps each block's scale three times once loaded (the mapped
-# original, its packed copy and a per-block sum for the int8 products), so the scales cost as much
-# memory as the codes at 32. 64 (NLLB-600M, one input x 4 beams): 126 MB less after loading (609 ->
-# 483), 10-15% faster, the demo test set's strings unchanged and its per-token KL divergence from
-# fp32 +10% (0.00111 -> 0.00122). 128 was smaller and faster still, at +33% KL.
+# original, its packed copy and a per-block sum for the int8 products), so at 32 the scales cost as
+# much memory as the codes. 64 against 32, NLLB-600M: a fifth less memory after loading and 6-15%
+# faster, for 10% more KL divergence from fp32 on the demo model (benchmarks/int4_blocks.py).
 INT4_BLOCK = 64
 # Rows of an int4 matrix quantized at a time (a 256k-token table would need GBs of temporaries whole).
 INT4_ROWS_PER_CHUNK = 4096
