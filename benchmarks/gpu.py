@@ -18,6 +18,10 @@ to one architecture's kernels, 69 MB in two parts, and says how to unpack it the
 3. The text file's overhead on the GPU: the portable tokenizer and detokenizer run on the CPU
    parts of the session (``LabelEncoder`` and the string ops have no CUDA kernels); the demo text
    file against its id-level twin at batch 16.
+4. Where a decoding step's time goes (opus-mt shape, float32 and float16 loop files, batch 1 greedy
+   and 16 × 4): ONNX Runtime's profile of one run, per step: the loop body's nodes run on the GPU
+   and on the CPU, the copies between them (``Memcpy`` nodes ONNX Runtime inserted, counted in the
+   graph it optimized for the session), the kernel time, and the ops that take most of it.
 
 ``--device cpu --quick`` runs the same code on tiny shapes on the CPU (a smoke test, no GPU).
 """
@@ -155,8 +159,13 @@ class HF:
 
 
 class Graphgen:
-    def __init__(self, path: Path, providers: list[str]) -> None:
-        self.session = _session(path, providers)
+    def __init__(self, path: Path, providers: list[str], options=None) -> None:  # options: ort.SessionOptions
+        if options is None:
+            self.session = _session(path, providers)
+        else:  # as configured (profiling): no fallback check, the plain run before it made that
+            import onnxruntime as ort
+
+            self.session = ort.InferenceSession(str(path), options, providers=providers)
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray, beams: int) -> int:
         lengths = {k: np.array([v], np.int32) for k, v in _forced_length_kwargs(NEW_TOKENS).items()}
@@ -247,6 +256,116 @@ def speed(setup: Setup, shape: str) -> list[str]:
     return lines
 
 
+# --- 4. where a step's time goes -----------------------------------------------------------------
+
+
+def _loop_body_nodes(graph) -> tuple[set[str], dict[str, int]]:  # graph: onnx.GraphProto
+    """Names of the nodes in the search loop's body (its ``If`` branches included), and how many of
+    each op type; ``None`` graph attributes are skipped."""
+    import onnx
+
+    names: set[str] = set()
+    ops: dict[str, int] = {}
+
+    def walk(g, inside: bool) -> None:
+        for node in g.node:
+            if inside:
+                names.add(node.name)
+                ops[node.op_type] = ops.get(node.op_type, 0) + 1
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    walk(attribute.g, inside or node.op_type == "Loop")
+
+    walk(graph, False)
+    return names, ops
+
+
+CONTROL_FLOW = ("If", "Loop", "Scan")
+
+
+def step_profile(setup: Setup) -> list[str]:
+    """ONNX Runtime's profile of the loop search's decoding steps on ``setup.device``."""
+    import json
+
+    import onnx
+    import onnxruntime as ort
+
+    folder = setup.work / "opus-mt"
+    checkpoint, pad, eos, vocab = folder / "checkpoint", 65000, 0, 65001
+    if setup.quick:
+        checkpoint, pad, vocab = DEMO_DIR, 458, 459
+    files = {
+        "float32": _export(checkpoint, folder / "fp32.onnx", tokenizer=False),
+        "float16": _export(checkpoint, folder / "fp16.onnx", tokenizer=False, fp16=True),
+    }
+    lines = [
+        f"{'Demo model' if setup.quick else 'opus-mt-en-zh shape'}, loop search, one profiled run after a warm-up, "
+        f"per decoding step ({NEW_TOKENS} steps): nodes of the loop body ONNX Runtime ran on {setup.device.upper()} "
+        "and on the CPU, copies between the two (Memcpy nodes it inserted: in the body's graph / run in the whole "
+        "call, per step), "
+        "kernel time per step (an If's own time left out: its branches' nodes are counted), and the five ops "
+        "with most of it (ms per step, nodes per step).",
+        "",
+        "| file | workload | ms per step (unprofiled) | body nodes on device / CPU | Memcpy in body / per step "
+        "| kernel ms per step | top ops |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for precision, path in files.items():
+        for label, batch, beams in (("batch 1 greedy", 1, 1), ("batch 16 × 4", 16, 4)):
+            ids, mask = _inputs(batch, pad, eos, vocab)
+            plain = Graphgen(path, setup.providers)
+            step_ms = _median_ms(plain, ids, mask, beams, setup.runs) / NEW_TOKENS
+            plain.close()
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            options.enable_profiling = True
+            options.profile_file_prefix = str(setup.work / f"profile-{precision}-{batch}")
+            optimized = setup.work / f"optimized-{precision}.onnx"
+            options.optimized_model_filepath = str(optimized)  # the graph as placed, copies included
+            options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
+            options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+            runner = Graphgen(path, setup.providers, options)
+            runner(ids, mask, beams)  # warm-up
+            runner(ids, mask, beams)  # the run counted below
+            events = json.loads(Path(runner.session.end_profiling()).read_text())
+            runner.close()
+            body, body_ops = _loop_body_nodes(onnx.load(str(optimized), load_external_data=False).graph)
+            last_run = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"][-1]
+            start, end = last_run["ts"], last_run["ts"] + last_run["dur"]
+            on_device = on_cpu = memcpy = 0
+            kernel_us = 0.0
+            by_op: dict[str, list[float]] = {}
+            for event in events:
+                if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+                    continue
+                if not start <= event["ts"] <= end:
+                    continue
+                args = event.get("args", {})
+                op = args.get("op_name", "?")
+                memcpy += op.startswith("Memcpy")  # anywhere in the run: most are per step
+                if event["name"][: -len("_kernel_time")] not in body:
+                    continue
+                if args.get("provider") == "CPUExecutionProvider":
+                    on_cpu += 1
+                else:
+                    on_device += 1
+                if op in CONTROL_FLOW:  # their time is their branches' nodes, counted one by one
+                    continue
+                kernel_us += event["dur"]
+                by_op.setdefault(op, [0.0, 0])
+                by_op[op][0] += event["dur"]
+                by_op[op][1] += 1
+            top = sorted(by_op.items(), key=lambda item: -item[1][0])[:5]
+            top_text = ", ".join(f"{op} {us / 1000 / NEW_TOKENS:.2f} ({n / NEW_TOKENS:.0f})" for op, (us, n) in top)
+            memcpy_in_body = sum(n for op, n in body_ops.items() if op.startswith("Memcpy"))
+            lines.append(
+                f"| {precision} | {label} | {step_ms:.2f} | {on_device / NEW_TOKENS:.0f} / {on_cpu / NEW_TOKENS:.0f} "
+                f"| {memcpy_in_body} / {memcpy / NEW_TOKENS:.1f} | {kernel_us / 1000 / NEW_TOKENS:.2f} | {top_text} |"
+            )
+            print(f"  profiled {precision} {label}", flush=True)
+    return lines
+
+
 # --- 3. the text file's overhead -----------------------------------------------------------------
 
 
@@ -309,6 +428,8 @@ def main() -> None:
         for shape in args.shapes.split(","):
             report += [*speed(setup, shape), ""]
         report += ["## The text file's tokenizer and detokenizer", "", *text_overhead(setup), ""]
+        if "opus-mt" in args.shapes.split(","):
+            report += ["## Where a decoding step's time goes", "", *step_profile(setup), ""]
     report.append(f"Total {time.perf_counter() - started:.0f} s including exports.")
     args.out.write_text("\n".join(report) + "\n", encoding="utf-8")
     print("\n".join(report))

@@ -51,6 +51,56 @@ def test_no_beam_search_op_in_the_file(demo_dir: Path, tmp_path: Path) -> None:
     assert {t for t in found if not t.startswith(":")} == {"com.microsoft:MultiHeadAttention"}
 
 
+def _loop_body(graph: onnx.GraphProto) -> onnx.GraphProto:
+    for node in graph.node:
+        if node.op_type == "Loop":
+            return next(a.g for a in node.attribute if a.name == "body")
+    raise AssertionError("no Loop in the graph")
+
+
+def _reads(graph: onnx.GraphProto) -> set[str]:
+    """Every value a graph's nodes read, its subgraphs' included (their implicit inputs)."""
+    read = set()
+    for node in graph.node:
+        read |= {name for name in node.input if name}
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                read |= _reads(attribute.g)
+    return read
+
+
+def _step_invariant_nodes(body: onnx.GraphProto) -> list[str]:
+    """The body's nodes none of whose inputs (a subgraph's implicit ones included) changes from step
+    to step: ONNX Runtime runs each on every step (it hoists nothing out of a loop), for one result."""
+    varying = {value.name for value in body.input}
+    invariant = []
+    for node in body.node:
+        inputs = {name for name in node.input if name}
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                inputs |= _reads(attribute.g)
+        if inputs & varying:
+            varying |= set(node.output)
+        else:
+            invariant.append(f"{node.op_type} {node.name}")
+    return invariant
+
+
+@pytest.mark.parametrize("family", ["demo", "nllb", "mbart50", "t5-v1.1"])
+def test_every_node_of_the_loop_body_depends_on_the_step(
+    family: str, demo_dir: Path, family_ids, tmp_path: Path
+) -> None:
+    """Each node of the loop body is dispatched once per decoding step (a kernel launch each on a
+    GPU): what does not depend on the step belongs in the outer graph, computed once per call."""
+    if family == "demo":
+        path = tmp_path / "ids.onnx"
+        export(demo_dir, path, tokenizer=False, search="loop", progress=lambda _: None)
+    else:
+        path = family_ids(family).directory / "ids.onnx"
+    body = _loop_body(onnx.load(str(path)).graph)
+    assert _step_invariant_nodes(body) == []
+
+
 @pytest.mark.parametrize("batch_size", [1, 8, 16])
 @pytest.mark.parametrize("returned", [1, 4])
 def test_every_hypothesis_equals_hf(demo, batch_size: int, returned: int) -> None:

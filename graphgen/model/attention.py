@@ -18,17 +18,20 @@ class Attention(Layers):
         # [0, 0, ...] rather than [0, -1, ...]: -1 cannot be inferred from an empty batch
         return self.b.transpose(self.b.reshape(x, [0, 0, heads, head_dim]), [0, 2, 1, 3])
 
-    def attention(self, q: str, k: str, v: str, heads: int, mask: str, position_bias: str = "") -> str:
+    def attention(
+        self, q: str, k: str, v: str, heads: int, mask: str, position_bias: str = "", *, bias: str = ""
+    ) -> str:
         """Self-attention over unmasked keys, as one com.microsoft ``MultiHeadAttention`` kernel.
 
         One kernel instead of the ~10 reshapes, transposes, matmuls and the softmax it replaces,
         each of which ORT dispatches on every decoding step. ``q``/``k``/``v`` are ``[B, T, D]``;
         ``mask`` is the int32 ``[B, S]`` padding mask, whose zeros get the float32 minimum, as HF's
-        masks do. ``position_bias`` (``[B, H, T, T]``) is T5's relative position bias.
+        masks do. ``position_bias`` (``[B, H, T, T]``) is T5's relative position bias; ``bias`` the
+        projections' concatenated bias, if ``fused_projections`` left it to the attention.
         """
         return self.b.op(
             "MultiHeadAttention",
-            [q, k, v, "", mask, *([position_bias] if position_bias else [])],
+            [q, k, v, bias, mask, *([position_bias] if position_bias else [])],
             domain=MS_DOMAIN,
             num_heads=heads,
             scale=self.scale(heads),
@@ -58,12 +61,22 @@ class Attention(Layers):
         return b.op("Expand", [rows, expanded])
 
     def cached_self_attention(
-        self, q: str, k: str, v: str, heads: int, past: tuple[str, str] | None, position_bias: str = ""
+        self,
+        q: str,
+        k: str,
+        v: str,
+        heads: int,
+        past: tuple[str, str] | None,
+        position_bias: str = "",
+        *,
+        bias: str = "",
     ) -> tuple[str, str, str]:
-        """A decoding step's self-attention: the output and the key/value caches with this step appended."""
-        cache = ["", "", position_bias, *past] if past is not None else ["", "", position_bias] if position_bias else []
+        """A decoding step's self-attention: the output and the key/value caches with this step appended
+        (``bias`` as in :meth:`attention`: the caches hold the biased keys and values)."""
+        cache = ["", position_bias, *past] if past is not None else ["", position_bias] if position_bias else []
+        inputs = [q, k, v, bias, *cache] if bias or cache else [q, k, v]
         output, key, value = self.b.op_multi(
-            "MultiHeadAttention", [q, k, v, *cache], 3, domain=MS_DOMAIN, num_heads=heads, scale=self.scale(heads)
+            "MultiHeadAttention", inputs, 3, domain=MS_DOMAIN, num_heads=heads, scale=self.scale(heads)
         )
         return output, key, value
 

@@ -36,8 +36,8 @@ class Transformer(Attention, Positions):
             prefix = f"encoder.layers.{index}"
 
             def attend(h: str, prefix: str = prefix) -> str:
-                q, k, v = self.fused_linear(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
-                attended = self.attention(q, k, v, heads, mask, position_bias)
+                (q, k, v), bias = self.fused_projections(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
+                attended = self.attention(q, k, v, heads, mask, position_bias, bias=bias)
                 return self.linear(attended, f"{prefix}.self_attn.out")
 
             x = self.sublayer(x, f"{prefix}.self_attn_layer_norm", attend)
@@ -64,8 +64,10 @@ class Transformer(Attention, Positions):
         *,
         cross_bias: str | None = None,
         processors: OutputBias | None = None,
+        flat_logits: bool = False,
     ) -> tuple[str, list[tuple[str, str]]]:
-        """One decoding step for ``input_ids`` [B, 1]; returns logits [B, 1, V] and the new self caches.
+        """One decoding step for ``input_ids`` [B, 1]; returns logits [B, 1, V] (``[B, V]`` with
+        ``flat_logits``) and the new self caches.
 
         ``cross_bias`` is ``padding_bias(mask)`` when the caller has it already (a search loop computes
         it once, not per step). Without ``processors`` the logits are the model's own (HF's
@@ -84,8 +86,8 @@ class Transformer(Attention, Positions):
             past = past_self[index] if past_self is not None else None
 
             def attend_self(h: str, prefix: str = prefix, past: tuple[str, str] | None = past) -> str:
-                q, k, v = self.fused_linear(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
-                attended, key, value = self.cached_self_attention(q, k, v, heads, past, position_bias)
+                (q, k, v), bias = self.fused_projections(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
+                attended, key, value = self.cached_self_attention(q, k, v, heads, past, position_bias, bias=bias)
                 presents.append((key, value))
                 return self.linear(attended, f"{prefix}.self_attn.out")
 
@@ -99,27 +101,29 @@ class Transformer(Attention, Positions):
             x = self.sublayer(x, f"{prefix}.final_layer_norm", partial(self.feed_forward, prefix=prefix))
         x = self.stack_end(x, "decoder")
         if processors is None:
-            return self.logits(x), presents
+            return self.logits(x, flat=flat_logits), presents
         current_length = b.op("Add", [past_length, b.const(i64(1))])
-        return self.logits(x, lambda: processors(b, spec, current_length)), presents
+        return self.logits(x, lambda: processors(b, spec, current_length), flat=flat_logits), presents
 
-    def logits(self, hidden: str, output_bias: Callable[[], str] | None = None) -> str:
+    def logits(self, hidden: str, output_bias: Callable[[], str] | None = None, *, flat: bool = False) -> str:
         """Output projection with the checkpoint's bias, or the bias ``output_bias`` makes (after the
-        scaling, before the projection: the order the nodes have always had)."""
+        scaling, before the projection: the order the nodes have always had); ``[B, 1, V]``, or the
+        projection's own ``[B, V]`` with ``flat``."""
         b, spec = self.b, self.spec
         if spec.output_scale != 1.0:
             hidden = self.scale_by(hidden, spec.output_scale, "output_scale")
-        flat = b.reshape(hidden, [-1, spec.d_model])
+        rows = b.reshape(hidden, [-1, spec.d_model])
         if output_bias is None and self.float16:
             # HF: the projection, rounded to float16, plus the float16 bias, then float32 for generate.
-            logits = b.op("Gemm", [flat, self.w("lm_head.weight")], transB=1)
+            logits = b.op("Gemm", [rows, self.w("lm_head.weight")], transB=1)
             bias_row = final_logits_bias(spec)
             if np.any(bias_row):
                 logits = b.add(logits, b.derived("final_logits_bias_row.float16", bias_row.astype(np.float16)))
-            return b.reshape(b.op("Cast", [logits], to=FLOAT), [-1, 1, spec.target_vocab_size])
+            logits = b.op("Cast", [logits], to=FLOAT)
+            return logits if flat else b.reshape(logits, [-1, 1, spec.target_vocab_size])
         bias = b.derived("final_logits_bias_row", final_logits_bias(spec)) if output_bias is None else output_bias()
-        logits = self.weights.output_projection(b, flat, self.spec.weight_name("lm_head.weight"), bias)
-        return b.reshape(logits, [-1, 1, spec.target_vocab_size])
+        logits = self.weights.output_projection(b, rows, self.spec.weight_name("lm_head.weight"), bias)
+        return logits if flat else b.reshape(logits, [-1, 1, spec.target_vocab_size])
 
 
 def final_logits_bias(spec: ModelSpec) -> np.ndarray:

@@ -62,6 +62,8 @@ def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class Int8Weights:
     """Quantizes each weight once per export, however many subgraphs read it."""
 
+    adds_bias = True  # DynamicQuantizeMatMul's own bias input
+
     def __init__(self, spec: ModelSpec, *, row_lookups: bool = False) -> None:
         self.spec = spec
         self.row_lookups = row_lookups  # lookups gather rows of a second array (see the module's docstring)
@@ -179,6 +181,11 @@ class Int4Weights:
     """4-bit weights (``export --int4``): linear layers and the output projection as com.microsoft
     ``MatMulNBits``, embedding lookups unpacked from the same bytes with standard ops."""
 
+    # An Add after MatMulNBits (its bias input is newer than ONNX Runtime 1.17), which newer releases
+    # fold into the kernel's bias (1.32 does; the kernel rounds differently from MatMul + Add): the
+    # bias stays there rather than going to MultiHeadAttention, so int4 files keep their arithmetic.
+    adds_bias = True
+
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
         self._cache: dict[str, Int4Matrix] = {}
@@ -252,6 +259,8 @@ class Int4Weights:
 
 class FloatWeights:
     """The checkpoint's own arrays (float32, or float16 for ``--fp16`` layers), read by standard ops."""
+
+    adds_bias = False  # an Add after the MatMul
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec

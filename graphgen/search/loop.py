@@ -138,8 +138,18 @@ class _Search:
         self.repeat = b.reshape(b.op("Expand", [b.op("Unsqueeze", [batch_range, b.const(i64(1))]), grid]), [-1])
         self.offsets = b.op("Unsqueeze", [b.op("Mul", [batch_range, b.op("Squeeze", [self.beams])]), b.const(i64(1))])
         self.grid = grid
+        # What every step reshapes and compares to, made once here (a loop body recomputes its nodes
+        # on every step, however constant their inputs).
+        self.flat_scores_shape = b.op("Concat", [self.batch, b.op("Mul", [self.beams, self.vocab])], axis=0)
+        self.max_length = b.op("Cast", [MAX_LENGTH], to=INT64)
+        self.min_length_scalar = b.op("Squeeze", [b.op("Cast", [MIN_LENGTH], to=INT64)])
+        self.last_length_scalar = b.op("Squeeze", [b.op("Sub", [self.max_length, b.const(i64(1))])])
         self.is_greedy = b.op("Squeeze", [b.op("Equal", [num_beams, b.const(np.array([1], dtype=np.int32))])])
         self.early_stopping = b.op("Or", [self.is_greedy, b.const(np.bool_(spec.generation.early_stopping))])
+        self.late_stopping = b.op("Not", [self.early_stopping])
+        # What HF adds to a candidate's score when its item holds num_beams finished hypotheses
+        # (``is_sent_finished.all() & early_stopping`` times -1e9): -1e9 or, multiplied out, -0.0.
+        self.full_item_score = b.op("Where", [self.early_stopping, b.const(NO_SCORE), b.const(np.float32(-0.0))])
         self.penalised = b.op(
             "Squeeze", [b.op("Not", [b.op("Equal", [REPETITION_PENALTY, b.const(np.array([1.0], dtype=np.float32))])])]
         )
@@ -159,24 +169,25 @@ class _Search:
 
     # -- the logits processors ------------------------------------------------------------------
 
-    def log_probs(self, b: GraphBuilder, logits: str, length: str, sequences: str) -> str:
+    def log_probs(self, b: GraphBuilder, logits: str, length: str, running: str) -> str:
         """HF's processed log-probabilities ``[R, V]`` of the next token, given ``[R, V]`` logits.
 
-        ``length`` (int64 [1]) is the current length, decoder start included; ``sequences`` the
-        rows' tokens so far ``[R, T]`` (for the repetition penalty and the n-gram ban).
+        ``length`` (int64 scalar) is the current length, decoder start included; ``running`` the
+        beams' tokens so far ``[B, K, T]`` (for the repetition penalty and the n-gram ban, which
+        flatten them where they run: most steps of most files run neither).
         """
         spec = self.spec
         renormalise = spec.renormalize_logits
-        length32 = b.op("Cast", [length], to=INT32)
-        row = b.const(np.array([0], dtype=np.int32))
-        row = b.op("Where", [b.op("Less", [length32, MIN_LENGTH]), b.const(np.array([1], dtype=np.int32)), row])
+        # the processor row: 0 none, 1 EOS banned (min_length), 2 EOS forced (max_length - 1)
+        banned = b.op("Less", [length, self.min_length_scalar])
+        row = b.op("Where", [banned, b.const(np.int32(1)), b.const(np.int32(0))])
         forced = None
         if spec.forced_eos:  # after min_length, as HF orders them: it wins when both apply
-            last = b.op("Sub", [MAX_LENGTH, b.const(np.array([1], dtype=np.int32))])
-            forced = b.op("Equal", [length32, last])
-            row = b.op("Where", [forced, b.const(np.array([2], dtype=np.int32)), row])
-        mask = b.op("Gather", [self.rows_table, b.op("Squeeze", [row])])
+            forced = b.op("Equal", [length, self.last_length_scalar])
+            row = b.op("Where", [forced, b.const(np.int32(2)), row])
+        mask = b.op("Gather", [self.rows_table, row])
         if spec.generation.no_repeat_ngram_size:
+            sequences = b.op("Flatten", [running], axis=2)
             mask = b.add(mask, repeated_ngram_mask(b, sequences, spec.generation.no_repeat_ngram_size, spec))
 
         def finish(g: GraphBuilder, scores: str) -> None:
@@ -193,7 +204,7 @@ class _Search:
             penalty = GraphBuilder(g.fresh("penalty"))
             # Greedy search penalises the logits, beam search the log-probabilities (HF's two paths).
             base = penalty.op("Where", [self.is_greedy, logits, penalty.op("LogSoftmax", [logits], axis=-1)])
-            ids = penalty.op("Cast", [sequences], to=INT64)
+            ids = penalty.op("Cast", [penalty.op("Flatten", [running], axis=2)], to=INT64)
             seen = penalty.op("GatherElements", [base, ids], axis=1)
             penalised = penalty.op(
                 "Where",
@@ -220,9 +231,7 @@ class _Search:
         then.op("Expand", [self.forced_row, then.op("Shape", [logits])], outputs=[then.fresh("log_probs")])
         keep = GraphBuilder(b.fresh("not_forced"))
         processed(keep)
-        return b.op(
-            "If", [b.op("Squeeze", [forced])], then_branch=_branch(then, FLOAT), else_branch=_branch(keep, FLOAT)
-        )
+        return b.op("If", [forced], then_branch=_branch(then, FLOAT), else_branch=_branch(keep, FLOAT))
 
     def first_tokens(self, forced_bos: str) -> str:
         """Each row's forced first token ``[B*K, 1]`` int32 (``NO_FORCED_BOS`` for none), checked:
@@ -286,16 +295,9 @@ class _Search:
         """Choose the next tokens from ``[B*K, V]`` log-probabilities; returns the new state, the
         rows to reorder the caches by ``[B*K]``, and whether to go on (bool scalar)."""
         spec = self.spec
-        scores = b.op(
-            "Add",
-            [
-                # Shapes spelled out: a -1 next to a zero-sized batch cannot be inferred.
-                b.op("Reshape", [log_probs, b.op("Concat", [self.grid, b.const(i64(spec.target_vocab_size))], axis=0)]),
-                b.op("Unsqueeze", [beams.running_scores, b.const(i64(-1))]),
-            ],
-        )
-        row_width = b.op("Mul", [self.beams, b.const(i64(spec.target_vocab_size))])
-        flat = b.op("Reshape", [scores, b.op("Concat", [self.batch, row_width], axis=0)])
+        scores = b.add(log_probs, b.reshape(beams.running_scores, [-1, 1]))  # [B*K, V]
+        # The shape spelled out: a -1 next to a zero-sized batch cannot be inferred.
+        flat = b.op("Reshape", [scores, self.flat_scores_shape])
         top_scores, top_index = b.op_multi("TopK", [flat, self.candidates], 2, axis=-1, largest=1, sorted=1)
         source_beam = b.op("Div", [top_index, self.vocab])
         token = b.op("Cast", [b.op("Mod", [top_index, self.vocab])], to=INT32)
@@ -308,10 +310,10 @@ class _Search:
             axis=2,
         )
         # Stopping criteria of the candidates: EOS, or the new length reaches max_length.
-        new_length = b.op("Add", [length, b.const(i64(1))])
-        at_max = b.op("GreaterOrEqual", [new_length, b.op("Cast", [MAX_LENGTH], to=INT64)])
+        new_length = b.op("Add", [length, b.const(np.int64(1))])
+        at_max = b.op("GreaterOrEqual", [new_length, self.max_length])
         ended = b.op("Or", [b.op("Equal", [token, b.const(np.int32(spec.eos_token_id))]), at_max])
-        ended_penalty = b.mul(b.op("Cast", [ended], to=FLOAT), b.const(NO_SCORE))
+        ended_penalty = _no_score_where(b, ended)
 
         # Running beams: the best K candidates that did not end.
         running_candidates = b.add(top_scores, ended_penalty)
@@ -325,13 +327,11 @@ class _Search:
         generated = b.op("Cast", [length], to=DOUBLE)  # tokens after the decoder start, with this one
         divisor = b.op("Cast", [b.op("Pow", [generated, self.lp_exponent])], to=FLOAT)
         normalised = b.op("Div", [top_scores, divisor])
-        full = b.op("And", [_all_along(b, beams.finished_flags), self.early_stopping])
-        normalised = b.add(normalised, b.mul(b.op("Cast", [full], to=FLOAT), b.const(NO_SCORE)))
-        normalised = b.add(
-            normalised, b.mul(b.op("Cast", [b.op("Not", [beams.improvable])], to=FLOAT), b.const(NO_SCORE))
-        )
+        full = b.op("ReduceMin", [b.op("Cast", [beams.finished_flags], to=FLOAT), b.const(i64(1))], keepdims=1)
+        normalised = b.add(normalised, b.mul(full, self.full_item_score))
+        normalised = b.add(normalised, _no_score_where(b, beams.improvable, negate=True))
         just_finished = b.op("And", [ended, self.top_beams])
-        normalised = b.add(normalised, b.mul(b.op("Cast", [b.op("Not", [just_finished])], to=FLOAT), b.const(NO_SCORE)))
+        normalised = b.add(normalised, _no_score_where(b, just_finished, negate=True))
         padded = b.op(
             "Pad",
             [beams.finished, b.const(i64(0, 0, 0, 0, 0, 1)), b.const(np.int32(spec.pad_token_id))],
@@ -340,8 +340,8 @@ class _Search:
         finished_scores, best = b.op_multi("TopK", [merged_scores, self.beams], 2, axis=-1, largest=1, sorted=1)
         merged = b.op("Concat", [padded, candidates], axis=1)
         finished = b.op("GatherND", [merged, b.op("Unsqueeze", [best, b.const(i64(-1))])], batch_dims=1)
-        merged_flags = b.op("Cast", [b.op("Concat", [beams.finished_flags, just_finished], axis=1)], to=INT32)
-        finished_flags = b.op("Cast", [b.op("GatherElements", [merged_flags, best], axis=1)], to=BOOL)
+        merged_flags = b.op("Concat", [beams.finished_flags, just_finished], axis=1)
+        finished_flags = b.op("GatherElements", [merged_flags, best], axis=1)
 
         # HF's early-stop heuristic, at the new length (best hypothetical length = generated tokens).
         best_running = b.op(
@@ -358,9 +358,10 @@ class _Search:
         improvable = b.op("And", [beams.improvable, _any_along(b, b.op("Greater", [best_running, worst_finished]))])
 
         # HF's loop condition, over the whole batch: an item that cannot improve is frozen above.
-        all_full = b.op("And", [_all(b, finished_flags), self.early_stopping])
-        go_on = b.op("And", [_any(b, improvable), b.op("Not", [all_full])])
-        go_on = b.op("And", [go_on, b.op("Not", [_all(b, ended)])])
+        # (not all finished, or no early stopping) and not every candidate ended
+        open_beam = b.op("Or", [_any(b, b.op("Not", [finished_flags])), self.late_stopping])
+        go_on = b.op("And", [_any(b, improvable), open_beam])
+        go_on = b.op("And", [go_on, _any(b, b.op("Not", [ended]))])
         state = _Beams(tokens, running, running_scores, finished, finished_scores, finished_flags, improvable)
         return state, reorder, go_on
 
@@ -413,29 +414,24 @@ def _branch(builder: GraphBuilder, elem_type: int) -> GraphProto:
     )
 
 
-def _as_int(b: GraphBuilder, flags: str) -> str:
-    return b.op("Cast", [flags], to=INT32)
-
-
-def _all_along(b: GraphBuilder, flags: str) -> str:
-    """``[B, N]`` bool → ``[B, 1]``: all true per row."""
-    return b.op("Cast", [b.op("ReduceMin", [_as_int(b, flags), b.const(i64(1))], keepdims=1)], to=BOOL)
+def _no_score_where(b: GraphBuilder, flags: str, *, negate: bool = False) -> str:
+    """HF's ``flags * -1e9`` (``~flags * -1e9`` with ``negate``) as one node: ``NO_SCORE`` where
+    set, and where not the ``-0.0`` that multiplying a false flag gives, so every sum keeps its bits."""
+    minus_zero = b.const(np.float32(-0.0), "minus_zero")
+    no_score = b.const(NO_SCORE)
+    return b.op("Where", [flags, minus_zero, no_score] if negate else [flags, no_score, minus_zero])
 
 
 def _any_along(b: GraphBuilder, flags: str) -> str:
-    return b.op("Cast", [b.op("ReduceMax", [_as_int(b, flags), b.const(i64(1))], keepdims=1)], to=BOOL)
+    """``[B, N]`` bool → ``[B, 1]``: any true per row."""
+    as_int = b.op("Cast", [flags], to=INT32)
+    return b.op("Cast", [b.op("ReduceMax", [as_int, b.const(i64(1))], keepdims=1)], to=BOOL)
 
 
 def _any(b: GraphBuilder, flags: str) -> str:
     """Any true in the tensor, as a bool scalar (false when empty)."""
     count = b.op("ReduceSum", [b.op("Cast", [flags], to=INT64)], keepdims=0)
     return b.op("Greater", [count, b.const(np.int64(0))])
-
-
-def _all(b: GraphBuilder, flags: str) -> str:
-    """All true in the tensor, as a bool scalar (true when empty)."""
-    count = b.op("ReduceSum", [b.op("Cast", [b.op("Not", [flags])], to=INT64)], keepdims=0)
-    return b.op("Equal", [count, b.const(np.int64(0))])
 
 
 def _initial_beams(search: _Search) -> _Beams:
@@ -544,7 +540,7 @@ def loop_search(
         value = body.input(f"search_step/past_value_{index}", cache_type, cache_shape)
         past.append((key, value))
     beams_in = _Beams(*state_in)
-    length = body.op("Add", [body.op("Unsqueeze", [iteration, body.const(i64(0))]), body.const(i64(1))])
+    length = body.op("Add", [iteration, body.const(np.int64(1))])  # scalar
     past_length = body.op("Shape", [past[0][0]], start=2, end=3)
     step_logits, step_presents = u.decoder_step(
         beams_in.tokens,
@@ -553,12 +549,10 @@ def loop_search(
         row_cross,
         row_mask,
         cross_bias=cross_bias,
+        flat_logits=True,
     )
-    rows_shape = body.op("Concat", [body.const(i64(-1)), body.op("Shape", [beams_in.running], start=2, end=3)], axis=0)
-    flat_running = body.op("Reshape", [beams_in.running, rows_shape])
-    flat_logits = body.reshape(step_logits, [-1, spec.target_vocab_size])
     step_log_probs = search.force_first_token(
-        body, lambda g: search.log_probs(g, flat_logits, length, flat_running), first_tokens, iteration
+        body, lambda g: search.log_probs(g, step_logits, length, beams_in.running), first_tokens, iteration
     )
     beams_out, step_reorder, step_go_on = search.step(body, step_log_probs, beams_in, length)
     # The body's outputs are the producing nodes' own values: an Identity would copy each per step.
