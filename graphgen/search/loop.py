@@ -138,6 +138,7 @@ class _Search:
         self.repeat = b.reshape(b.op("Expand", [b.op("Unsqueeze", [batch_range, b.const(i64(1))]), grid]), [-1])
         self.offsets = b.op("Unsqueeze", [b.op("Mul", [batch_range, b.op("Squeeze", [self.beams])]), b.const(i64(1))])
         self.grid = grid
+        self.rows = b.op("Mul", [self.batch, self.beams])  # [1]: batch × beams
         # What every step reshapes and compares to, made once here (a loop body recomputes its nodes
         # on every step, however constant their inputs).
         self.flat_scores_shape = b.op("Concat", [self.batch, b.op("Mul", [self.beams, self.vocab])], axis=0)
@@ -310,8 +311,7 @@ class _Search:
             axis=2,
         )
         # Stopping criteria of the candidates: EOS, or the new length reaches max_length.
-        new_length = b.op("Add", [length, b.const(np.int64(1))])
-        at_max = b.op("GreaterOrEqual", [new_length, self.max_length])
+        at_max = b.op("GreaterOrEqual", [length, self.last_length_scalar])  # the new length reaches max_length
         ended = b.op("Or", [b.op("Equal", [token, b.const(np.int32(spec.eos_token_id))]), at_max])
         ended_penalty = _no_score_where(b, ended)
 
@@ -355,7 +355,9 @@ class _Search:
                 b.const(NO_SCORE),
             ],
         )
-        improvable = b.op("And", [beams.improvable, _any_along(b, b.op("Greater", [best_running, worst_finished]))])
+        # any(best > worst_k) over the beams, as the one comparison with the lowest worst_k
+        lowest_worst = b.op("ReduceMin", [worst_finished, b.const(i64(1))], keepdims=1)
+        improvable = b.op("And", [beams.improvable, b.op("Greater", [best_running, lowest_worst])])
 
         # HF's loop condition, over the whole batch: an item that cannot improve is frozen above.
         # (not all finished, or no early stopping) and not every candidate ended
@@ -420,12 +422,6 @@ def _no_score_where(b: GraphBuilder, flags: str, *, negate: bool = False) -> str
     minus_zero = b.const(np.float32(-0.0), "minus_zero")
     no_score = b.const(NO_SCORE)
     return b.op("Where", [flags, minus_zero, no_score] if negate else [flags, no_score, minus_zero])
-
-
-def _any_along(b: GraphBuilder, flags: str) -> str:
-    """``[B, N]`` bool → ``[B, 1]``: any true per row."""
-    as_int = b.op("Cast", [flags], to=INT32)
-    return b.op("Cast", [b.op("ReduceMax", [as_int, b.const(i64(1))], keepdims=1)], to=BOOL)
 
 
 def _any(b: GraphBuilder, flags: str) -> str:
@@ -563,7 +559,7 @@ def loop_search(
     # last step (``step_go_on`` is false there: at max_length every candidate has ended). ONNX
     # Runtime's Loop copies its loop-carried values into its outputs when it ends, while the last
     # step's inputs are still held: full caches there would be a third copy.
-    kept_rows = body.op("Where", [step_go_on, body.op("Shape", [step_reorder]), body.const(i64(0))])
+    kept_rows = body.op("Where", [step_go_on, search.rows, body.const(i64(0))])
     next_rows = body.op("Slice", [step_reorder, body.const(i64(0)), kept_rows])
     for key, value in step_presents:
         for cache in (key, value):
