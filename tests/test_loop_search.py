@@ -17,6 +17,8 @@ import torch
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import GraphgenError, export
+from graphgen._graphs import subgraphs
+from graphgen.passes.compat import outer_reads
 from graphgen.testing import demo_sources, open_session, random_marian
 from graphgen.verify.parity import compare, generated_tokens, graph_generate, hf_generate
 
@@ -58,27 +60,13 @@ def _loop_body(graph: onnx.GraphProto) -> onnx.GraphProto:
     raise AssertionError("no Loop in the graph")
 
 
-def _reads(graph: onnx.GraphProto) -> set[str]:
-    """Every value a graph's nodes read, its subgraphs' included (their implicit inputs)."""
-    read = set()
-    for node in graph.node:
-        read |= {name for name in node.input if name}
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                read |= _reads(attribute.g)
-    return read
-
-
 def _step_invariant_nodes(body: onnx.GraphProto) -> list[str]:
     """The body's nodes none of whose inputs (a subgraph's implicit ones included) changes from step
     to step: ONNX Runtime runs each on every step (it hoists nothing out of a loop), for one result."""
     varying = {value.name for value in body.input}
     invariant = []
     for node in body.node:
-        inputs = {name for name in node.input if name}
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                inputs |= _reads(attribute.g)
+        inputs = {name for name in node.input if name}.union(*(outer_reads(sub) for sub in subgraphs(node)))
         if inputs & varying:
             varying |= set(node.output)
         else:

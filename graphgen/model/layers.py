@@ -59,23 +59,19 @@ class Layers:
         bias = self.w(f"{prefix}.bias") if self.spec.linear_bias else ""
         return self.weights.matmul(self.b, x, self.spec.weight_name(f"{prefix}.weight"), bias)
 
-    def fused_linear(self, x: str, prefixes: list[str]) -> list[str]:
-        """Several linears that read the same input as one matmul, split after: one pass over ``x`` and,
-        quantized, one activation quantization instead of one per projection."""
-        outputs, _ = self.fused_projections(x, prefixes, leave_bias=False)
-        return outputs
-
-    def fused_projections(self, x: str, prefixes: list[str], *, leave_bias: bool = True) -> tuple[list[str], str]:
-        """:meth:`fused_linear`, with the concatenated bias left to the caller (``""`` if there is none
-        or the matmul adds it itself, as int8's and int4's do) when ``leave_bias``: ``MultiHeadAttention``
-        adds it as it lays out the heads, one node fewer per attention block on every step."""
+    def fused_projections(self, x: str, prefixes: list[str]) -> tuple[list[str], str]:
+        """Several linears that read the same input as one matmul, split after (one pass over ``x`` and,
+        quantized, one activation quantization instead of one per projection), and their concatenated
+        bias still to add: ``MultiHeadAttention`` adds it as it lays out the heads, one node fewer per
+        attention block on every step. ``""`` if there is none or the weight format keeps it with the
+        matmul (``keeps_bias``: int8, int4)."""
         b = self.b
         names = [self.spec.weight_name(f"{p}.weight") for p in prefixes]
         fused = "+".join(names)
         bias = ""
         if self.spec.linear_bias:
             bias = b.derived(f"{fused}.bias", np.concatenate([self.spec.weight(f"{p}.bias") for p in prefixes]))
-        left = bias if leave_bias and not self.weights.adds_bias else ""
+        left = "" if self.weights.keeps_bias else bias
         y = self.weights.fused_matmul(b, x, fused, names, "" if left else bias)
         return b.op_multi("Split", [y], len(prefixes), axis=-1, num_outputs=len(prefixes)), left
 

@@ -62,7 +62,7 @@ def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class Int8Weights:
     """Quantizes each weight once per export, however many subgraphs read it."""
 
-    adds_bias = True  # DynamicQuantizeMatMul's own bias input
+    keeps_bias = True  # DynamicQuantizeMatMul adds it (its own bias input)
 
     def __init__(self, spec: ModelSpec, *, row_lookups: bool = False) -> None:
         self.spec = spec
@@ -181,10 +181,10 @@ class Int4Weights:
     """4-bit weights (``export --int4``): linear layers and the output projection as com.microsoft
     ``MatMulNBits``, embedding lookups unpacked from the same bytes with standard ops."""
 
-    # An Add after MatMulNBits (its bias input is newer than ONNX Runtime 1.17), which newer releases
-    # fold into the kernel's bias (1.32 does; the kernel rounds differently from MatMul + Add): the
-    # bias stays there rather than going to MultiHeadAttention, so int4 files keep their arithmetic.
-    adds_bias = True
+    # The bias stays with the matmul as an Add (MatMulNBits' bias input is newer than ONNX Runtime
+    # 1.17), which newer releases fold into the kernel (1.32 does, rounding differently from MatMul +
+    # Add): moved to MultiHeadAttention it would save no node there and change int4's scores.
+    keeps_bias = True
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
@@ -260,7 +260,7 @@ class Int4Weights:
 class FloatWeights:
     """The checkpoint's own arrays (float32, or float16 for ``--fp16`` layers), read by standard ops."""
 
-    adds_bias = False  # an Add after the MatMul
+    keeps_bias = False  # an Add after the MatMul, which MultiHeadAttention can do instead
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec

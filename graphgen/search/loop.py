@@ -142,9 +142,9 @@ class _Search:
         # What every step reshapes and compares to, made once here (a loop body recomputes its nodes
         # on every step, however constant their inputs).
         self.flat_scores_shape = b.op("Concat", [self.batch, b.op("Mul", [self.beams, self.vocab])], axis=0)
-        self.max_length = b.op("Cast", [MAX_LENGTH], to=INT64)
         self.min_length_scalar = b.op("Squeeze", [b.op("Cast", [MIN_LENGTH], to=INT64)])
-        self.last_length_scalar = b.op("Squeeze", [b.op("Sub", [self.max_length, b.const(i64(1))])])
+        max_length = b.op("Cast", [MAX_LENGTH], to=INT64)
+        self.last_length_scalar = b.op("Squeeze", [b.op("Sub", [max_length, b.const(i64(1))])])
         self.is_greedy = b.op("Squeeze", [b.op("Equal", [num_beams, b.const(np.array([1], dtype=np.int32))])])
         self.early_stopping = b.op("Or", [self.is_greedy, b.const(np.bool_(spec.generation.early_stopping))])
         self.late_stopping = b.op("Not", [self.early_stopping])
