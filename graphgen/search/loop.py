@@ -15,13 +15,15 @@ HF's. Per item and step:
 * an item stops improving once no running beam's score could beat its worst finished one (HF's
   heuristic for ``early_stopping=False``); with ``early_stopping=True`` once ``beams`` have ended.
 
-The loop ends when no item can improve, as HF's does. Greedy search is the one-beam case with
-``early_stopping=True``, which is HF's greedy rule (an item ends at its first EOS). The logits
-processors run on the model's logits in HF's order, including ``repetition_penalty`` on raw
-logits for greedy search and on log-probabilities for beam search, ``no_repeat_ngram_size``,
-and both ``renormalize_logits`` settings. The encoder and the cross-attention caches run once per
-item, before the loop; the loop body holds every decoder step, the first included (so each
-decoder weight has one reader, and ONNX Runtime prepacks it once).
+The loop ends when no item can improve, as HF's does. Greedy search (``num_beams`` 1) takes its
+own branch of the step: HF's argmax and unfinished flags (an item ends at its first EOS), with the
+tokens and scores of the one-beam case of the above with ``early_stopping=True`` in a third of its
+nodes. The logits processors run on the model's logits in HF's order, including
+``repetition_penalty`` on raw logits for greedy search and on log-probabilities for beam search,
+``no_repeat_ngram_size``, and both ``renormalize_logits`` settings. The encoder and the
+cross-attention caches run once per item, before the loop; the loop body holds every decoder
+step, the first included (so each decoder weight has one reader, and ONNX Runtime prepacks it
+once).
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ class _Search:
         self.offsets = b.op("Unsqueeze", [b.op("Mul", [batch_range, b.op("Squeeze", [self.beams])]), b.const(i64(1))])
         self.grid = grid
         self.rows = b.op("Mul", [self.batch, self.beams])  # [1]: batch × beams
+        self.identity_rows = b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [self.rows]), b.const(np.int64(1))])
         # What every step reshapes and compares to, made once here (a loop body recomputes its nodes
         # on every step, however constant their inputs).
         self.flat_scores_shape = b.op("Concat", [self.batch, b.op("Mul", [self.beams, self.vocab])], axis=0)
@@ -294,7 +297,54 @@ class _Search:
 
     def step(self, b: GraphBuilder, log_probs: str, beams: _Beams, length: str) -> tuple[_Beams, str, str]:
         """Choose the next tokens from ``[B*K, V]`` log-probabilities; returns the new state, the
-        rows to reorder the caches by ``[B*K]``, and whether to go on (bool scalar)."""
+        rows to reorder the caches by ``[B*K]``, and whether to go on (bool scalar).
+
+        One ``If`` on ``num_beams == 1``: greedy search needs a third of beam search's bookkeeping
+        nodes (an argmax and HF's unfinished flags), and each node is a kernel launch per step on a
+        GPU, where at batch 1 their count sets the time."""
+        beam = GraphBuilder(b.fresh("beam_step"))
+        beam_outputs = self._beam_step(beam, log_probs, beams, length)
+        greedy = GraphBuilder(b.fresh("greedy_step"))
+        greedy_outputs = self._greedy_step(greedy, log_probs, beams, length)
+        types = [elem for elem, _ in STATE_TYPES] + [INT64, BOOL]
+        outputs = b.op_multi(
+            "If",
+            [self.is_greedy],
+            len(types),
+            then_branch=_outputs_branch(greedy, greedy_outputs, types),
+            else_branch=_outputs_branch(beam, beam_outputs, types),
+        )
+        *state, reorder, go_on = outputs
+        return _Beams(*state), reorder, go_on
+
+    def _greedy_step(self, b: GraphBuilder, log_probs: str, beams: _Beams, length: str) -> list[str]:
+        """HF's greedy search on one beam per item (``R = B``): the argmax of the processed
+        log-probabilities, pad once an item has ended (``improvable`` holds HF's unfinished flags).
+
+        The sequences grow in ``running`` (what the repetition penalty reads); ``finished`` keeps
+        the decoder start (``loop_search`` returns ``running`` for greedy search), and
+        ``finished_scores`` gets the score the one-beam search gives: the summed log-probabilities
+        over the generated length to the ``length_penalty``, when the item ends. A tie goes to the
+        lowest id, as HF's ``argmax``; over the step's values, as HF's, where the one-beam search
+        compared them plus the running score, whose rounding can make a tie."""
+        spec = self.spec
+        unfinished = beams.improvable  # [B, 1]
+        chosen = b.op("ArgMax", [log_probs], axis=1, keepdims=1)  # [R, 1] int64
+        scores = b.add(beams.running_scores, b.op("GatherElements", [log_probs, chosen], axis=1))
+        token = b.op("Cast", [chosen], to=INT32)
+        at_max = b.op("GreaterOrEqual", [length, self.last_length_scalar])  # the new length reaches max_length
+        eos = b.op("Equal", [token, b.const(np.int32(spec.eos_token_id))])
+        ended = b.op("And", [unfinished, b.op("Or", [eos, at_max])])  # ends at this step
+        token = b.op("Where", [unfinished, token, b.const(np.int32(spec.pad_token_id))])
+        running = b.op("Concat", [beams.running, b.op("Unsqueeze", [token, b.const(i64(-1))])], axis=2)
+        divisor = b.op("Cast", [b.op("Pow", [b.op("Cast", [length], to=DOUBLE), self.lp_exponent])], to=FLOAT)
+        finished_scores = b.op("Where", [ended, b.op("Div", [scores, divisor]), beams.finished_scores])
+        still = b.op("Xor", [unfinished, ended])  # unfinished and not ended now
+        state = _Beams(token, running, scores, beams.finished, finished_scores, beams.finished_flags, still)
+        return [*state.names(), self.identity_rows, _any(b, still)]
+
+    def _beam_step(self, b: GraphBuilder, log_probs: str, beams: _Beams, length: str) -> list[str]:
+        """HF's beam search step (see the module docstring); the outputs of :meth:`step`."""
         spec = self.spec
         scores = b.add(log_probs, b.reshape(beams.running_scores, [-1, 1]))  # [B*K, V]
         # The shape spelled out: a -1 next to a zero-sized batch cannot be inferred.
@@ -365,7 +415,7 @@ class _Search:
         go_on = b.op("And", [_any(b, improvable), open_beam])
         go_on = b.op("And", [go_on, _any(b, b.op("Not", [ended]))])
         state = _Beams(tokens, running, running_scores, finished, finished_scores, finished_flags, improvable)
-        return state, reorder, go_on
+        return [*state.names(), reorder, go_on]
 
 
 def repeated_ngram_mask(b: GraphBuilder, sequences: str, size: int, spec: ModelSpec) -> str:
@@ -412,6 +462,20 @@ def _branch(builder: GraphBuilder, elem_type: int) -> GraphProto:
         builder.name,
         [],
         [helper.make_tensor_value_info(output, elem_type, None)],
+        initializer=builder.constants,
+    )
+
+
+def _outputs_branch(builder: GraphBuilder, outputs: list[str], types: list[int]) -> GraphProto:
+    """An ``If`` branch with the given outputs; one from the graphs around the ``If`` goes through
+    an ``Identity`` (ONNX Runtime refuses an outer value as a subgraph output)."""
+    made = {name for node in builder.nodes for name in node.output}
+    outputs = [name if name in made else builder.op("Identity", [name]) for name in outputs]
+    return helper.make_graph(
+        builder.nodes,
+        builder.name,
+        [],
+        [helper.make_tensor_value_info(name, elem, None) for name, elem in zip(outputs, types, strict=True)],
         initializer=builder.constants,
     )
 
@@ -578,7 +642,9 @@ def loop_search(
         outputs=final,
         body=body.graph(),
     )
-    finished, finished_scores = final[3], final[4]
+    # greedy search's sequences are its running beams (see _Search._greedy_step)
+    finished = b.op("Where", [search.is_greedy, final[1], final[3]])
+    finished_scores = final[4]
     returned = b.op("Cast", [NUM_RETURN_SEQUENCES], to=INT64)
     best = b.op("Slice", [finished, b.const(i64(0)), returned, b.const(i64(1))])
     # The BeamSearch op's form: no final EOS (the start token stays, whatever its id).
