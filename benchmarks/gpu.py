@@ -385,6 +385,22 @@ def step_profile(setup: Setup) -> list[str]:
             print(f"  profiled {precision} {label}", flush=True)
     inserted = "; ".join(sorted(copies)) or "none"
     lines += ["", f"Copies ONNX Runtime inserted in the loop body, and what they feed: {inserted}."]
+    lines += ["", *_modelled_copies(files)]
+    return lines
+
+
+def _modelled_copies(files: dict[str, Path]) -> list[str]:
+    """What graphgen.testing.cuda_copies (ONNX Runtime's placement rules, modelled for CI without a
+    GPU) predicts for a usual decoding step: set beside the inserted copies above, it checks the model."""
+    from graphgen.testing import cuda_copies
+
+    lines = ["Modelled by graphgen.testing.cuda_copies for a usual step (feeds and fetches included):"]
+    for precision, path in files.items():
+        placement = cuda_copies.place(cuda_copies.basic_graph(path))
+        for search in ("greedy_step", "beam_step"):
+            found = cuda_copies.step_copies(placement, search)
+            text = "; ".join(f"{c.value.rsplit('/', 1)[-1]} {c.direction} ({c.reason})" for c in found) or "none"
+            lines.append(f"- {precision}, {search.split('_')[0]}: {text}")
     return lines
 
 

@@ -32,7 +32,7 @@ import pytest
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
 
 from graphgen import export
-from graphgen.testing import family_checkpoint
+from graphgen.testing import cuda_copies, family_checkpoint
 
 # (domain, op type) of the CUDA kernels that admit tensor(string); see the module docstring.
 CUDA_STRING_KERNELS = {("", op) for op in ("Loop", "If", "Scan", "Size", "RandomNormalLike", "RandomUniformLike")}
@@ -162,3 +162,127 @@ def test_the_rule_catches_a_string_loop() -> None:
 def test_no_string_reaches_a_cuda_kernel(text_files: dict[str, Path]) -> None:
     found = {name: string_on_cuda_kernels(onnx.load(str(path))) for name, path in text_files.items()}
     assert not any(found.values()), {name: problems[:3] for name, problems in found.items() if problems}
+
+
+# -- copies between the GPU and the host in a decoding step ---------------------------------------
+
+
+def test_the_copy_model_follows_onnx_runtime_rules() -> None:
+    """The model of graphgen.testing.cuda_copies on a small graph: a Shape chain stays on the host
+    and feeds Reshape's shape without a copy; a count computed on the GPU and read as TopK's K is
+    copied to the host; so is, on every step, a GPU value a loop body reads as a condition, and a
+    loop condition that passed through a GPU node."""
+    h = onnx.helper
+    body = h.make_graph(
+        [
+            h.make_node("Greater", ["limit", "zero"], ["flag"]),  # in the outer graph: on the GPU
+            h.make_node(
+                "If",
+                ["flag"],
+                ["y"],
+                then_branch=_constant_branch("then", 1.0),
+                else_branch=_constant_branch("else", 2.0),
+            ),
+            h.make_node("Identity", ["cond"], ["cond_out"]),
+        ],
+        "body",
+        [h.make_tensor_value_info("i", TensorProto.INT64, []), h.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [
+            h.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            h.make_tensor_value_info("y", TensorProto.FLOAT, [1]),
+        ],
+    )
+    nodes = [
+        h.make_node("Shape", ["x"], ["shape"]),
+        h.make_node("Concat", ["shape", "one"], ["new_shape"], axis=0),  # host: a Shape output and a small constant
+        h.make_node("Reshape", ["x", "new_shape"], ["reshaped"]),
+        h.make_node("ReduceSum", ["x_int"], ["limit"], keepdims=1),  # a count computed on the GPU
+        h.make_node("TopK", ["x", "limit"], ["values", "indices"]),
+        h.make_node(
+            "Loop",
+            [
+                "steps",
+                "",
+            ],
+            ["ys"],
+            body=body,
+        ),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [
+            h.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+            h.make_tensor_value_info("x_int", TensorProto.INT64, [4]),
+        ],
+        [
+            h.make_tensor_value_info(name, elem, None)
+            for name, elem in (
+                ("reshaped", TensorProto.FLOAT),
+                ("values", TensorProto.FLOAT),
+                ("ys", TensorProto.FLOAT),
+            )
+        ],
+        initializer=[
+            h.make_tensor("one", TensorProto.INT64, [1], [1]),
+            h.make_tensor("zero", TensorProto.INT64, [1], [0]),
+            h.make_tensor("steps", TensorProto.INT64, [], [3]),
+        ],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 20)])
+    placement = cuda_copies.place(model)
+    sides = dict(zip([n.op_type for n in nodes], placement.sides["g"], strict=True))
+    assert sides == {
+        "Shape": "device",
+        "Concat": "host",
+        "Reshape": "device",
+        "ReduceSum": "device",
+        "TopK": "device",
+        "Loop": "device",
+    }
+    copies = {(c.graph, c.value, c.direction, c.reason) for c in placement.copies}
+    assert ("g", "limit", "to host", "TopK input 1") in copies
+    assert not any(c.value == "new_shape" for c in placement.copies)
+    assert ("body", "flag", "to host", "If input 0") in copies  # Greater runs on the GPU every step
+    # A node whose inputs are only the body's formal inputs is never considered for the host: the
+    # Identity of the (host) condition runs on the GPU, and its output goes back every step.
+    assert {("body", "cond", "to device", "feed"), ("body", "cond_out", "to host", "fetch")} <= copies
+
+
+def _constant_branch(name: str, value: float) -> GraphProto:
+    h = onnx.helper
+    return h.make_graph(
+        [h.make_node("Constant", [], [f"{name}_out"], value=h.make_tensor("v", TensorProto.FLOAT, [1], [value]))],
+        name,
+        [],
+        [h.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [1])],
+    )
+
+
+def _forced_eos_file(folder: Path) -> Path:
+    """An mBART-50 file whose generation config forces EOS at max_length without renormalising (as
+    the hub's mBART-50 config does): its steps also ask whether this is the forced step."""
+    family_checkpoint(folder / "checkpoint", "mbart50", forced_eos_token_id=2, renormalize_logits=False)
+    export(folder / "checkpoint", folder / "forced-eos.onnx", tokenizer=False, progress=lambda _: None)
+    return folder / "forced-eos.onnx"
+
+
+def test_a_decoding_step_waits_for_the_gpu_only_at_its_end(text_files: dict[str, Path], tmp_path: Path) -> None:
+    """On ONNX Runtime's CUDA provider (as modelled by graphgen.testing.cuda_copies), a usual decoding
+    step of every text file, greedy and beam search, copies two values back to the host: the count
+    of rows whose caches go on, and the loop's condition, both at the step's end, where the next
+    step depends on them anyway. A copy to the host waits for the GPU. Modelled on the demo file,
+    the loop made 28 of them per step before this test (6eb20fa), 5 for greedy and 15 for beam
+    search once greedy search had its own branch, most in the step's middle: the settings read as
+    counts and conditions (computed on the GPU from the graph inputs), the first step's condition,
+    beam search's GatherND and Pad on the int32 sequences (no CUDA kernel for int32)."""
+    problems = {}
+    for name, path in {**text_files, "mbart50-forced-eos": _forced_eos_file(tmp_path)}.items():
+        placement = cuda_copies.place(cuda_copies.basic_graph(path))
+        unknown = {op for graph, ops in placement.unknown.items() if graph.startswith("search_step") for op in ops}
+        assert not unknown, f"{name}: ops the model does not know in the loop: {unknown}"
+        for search in ("greedy_step", "beam_step"):
+            back = [c for c in cuda_copies.step_copies(placement, search) if c.direction == "to host"]
+            if sorted(c.reason for c in back) != ["Slice input 2", "fetch"]:
+                problems[f"{name} {search}"] = back
+    assert not problems, problems

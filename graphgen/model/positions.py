@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from onnx import helper
 
 from graphgen.custom_ops.builder import INT32, i64
 from graphgen.model.layers import Layers
@@ -118,8 +119,9 @@ class Positions(Layers):
         index = b.add(counted, b.const(np.int32(spec.position_offset - 1)))
         return b.op("Gather", [table, b.op("Where", [is_pad, b.const(np.int32(spec.padding_position)), index])])
 
-    def step_positions(self, input_ids: str, past_length: str) -> str | None:
-        """Position rows of one decoding step's tokens ``[B, 1]`` after ``past_length`` (int64 [1]) tokens."""
+    def step_positions(self, input_ids: str, past_length: str, ids_type: int = INT32) -> str | None:
+        """Position rows of one decoding step's tokens ``[B, 1]`` (of ONNX element type ``ids_type``)
+        after ``past_length`` (int64 [1]) tokens."""
         b, spec = self.b, self.spec
         if spec.relative_attention is not None:
             return None
@@ -127,6 +129,7 @@ class Positions(Layers):
         index = b.op("Add", [past_length, b.const(i64(spec.position_offset))]) if spec.position_offset else past_length
         if spec.padding_position is None:
             return b.op("Gather", [table, index])  # [1, D]: the same for every row
-        is_pad = b.op("Equal", [input_ids, b.const(np.int32(spec.pad_token_id))])
+        pad = np.array(spec.pad_token_id, dtype=helper.tensor_dtype_to_np_dtype(ids_type))
+        is_pad = b.op("Equal", [input_ids, b.const(pad)])
         index = b.op("Where", [is_pad, b.const(np.int64(spec.padding_position)), index])
         return b.op("Gather", [table, index])  # [B, 1, D]

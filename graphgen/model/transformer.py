@@ -11,7 +11,7 @@ from functools import partial
 
 import numpy as np
 
-from graphgen.custom_ops.builder import FLOAT, GraphBuilder, i64
+from graphgen.custom_ops.builder import FLOAT, INT32, GraphBuilder, i64
 from graphgen.model.attention import Attention
 from graphgen.model.positions import Positions
 from graphgen.model.spec import ModelSpec
@@ -65,9 +65,10 @@ class Transformer(Attention, Positions):
         cross_bias: str | None = None,
         processors: OutputBias | None = None,
         flat_logits: bool = False,
+        ids_type: int = INT32,
     ) -> tuple[str, list[tuple[str, str]]]:
-        """One decoding step for ``input_ids`` [B, 1]; returns logits [B, 1, V] (``[B, V]`` with
-        ``flat_logits``) and the new self caches.
+        """One decoding step for ``input_ids`` [B, 1] (of ONNX element type ``ids_type``); returns
+        logits [B, 1, V] (``[B, V]`` with ``flat_logits``) and the new self caches.
 
         ``cross_bias`` is ``padding_bias(mask)`` when the caller has it already (a search loop computes
         it once, not per step). Without ``processors`` the logits are the model's own (HF's
@@ -76,7 +77,7 @@ class Transformer(Attention, Positions):
         """
         b, spec = self.b, self.spec
         heads = spec.decoder_heads
-        x = self.embed(input_ids, "decoder", self.step_positions(input_ids, past_length))
+        x = self.embed(input_ids, "decoder", self.step_positions(input_ids, past_length, ids_type))
         position_bias = self.step_relative_bias(input_ids, past_length) if spec.relative_attention is not None else ""
         presents = []
         if cross_bias is None:

@@ -80,10 +80,10 @@ def processor_rows(spec: ModelSpec) -> np.ndarray:
 class _Beams:
     """The search state between steps (names of tensors); ``T`` is the current length."""
 
-    tokens: str  # [B*K, 1] int32: each running beam's last token, the next decoder input
-    running: str  # [B, K, T] int32
+    tokens: str  # [B*K, 1] int64: each running beam's last token, the next decoder input
+    running: str  # [B, K, T] int64 (ONNX Runtime's CUDA GatherND has no int32 kernel)
     running_scores: str  # [B, K] float: summed log-probabilities
-    finished: str  # [B, K, T] int32, pad after the end
+    finished: str  # [B, K, T] int64, pad after the end
     finished_scores: str  # [B, K] float: length-normalised
     finished_flags: str  # [B, K] bool
     improvable: str  # [B, 1] bool: HF's is_early_stop_heuristic_unsatisfied
@@ -101,10 +101,10 @@ class _Beams:
 
 
 STATE_TYPES: list[tuple[int, list[str | int]]] = [
-    (INT32, ["rows", 1]),
-    (INT32, ["batch", "beams", "length"]),
+    (INT64, ["rows", 1]),
+    (INT64, ["batch", "beams", "length"]),
     (FLOAT, ["batch", "beams"]),
-    (INT32, ["batch", "beams", "length"]),
+    (INT64, ["batch", "beams", "length"]),
     (FLOAT, ["batch", "beams"]),
     (BOOL, ["batch", "beams"]),
     (BOOL, ["batch", 1]),
@@ -119,18 +119,27 @@ class _Search:
         self.outer = GraphBuilder("search")
         b = self.outer
         self.batch = b.op("Shape", [input_ids], start=0, end=1)  # [1]
+        # The settings are read as counts, shapes and conditions, which ONNX Runtime's CUDA kernels
+        # take on the host. Its CUDA provider keeps a node on the host only if an input is a value it
+        # holds there already (a Shape's output) and the others are too, or are small constants or
+        # graph inputs (graphgen.testing.cuda_copies): a zero made from the batch's Shape, added to
+        # each setting, keeps them and what follows from them there, so no step waits for a copy back
+        # from the GPU to read them. On the CPU it costs a few scalar nodes per call.
+        host_zero = b.op("Cast", [b.op("Sub", [self.batch, self.batch])], to=INT32)
+        returned = b.op("Add", [NUM_RETURN_SEQUENCES, host_zero])
+        requested = b.op("Add", [NUM_BEAMS, host_zero])
         # A raw session can pass anything: settings the search cannot honour stop the run by name.
-        returned = NUM_RETURN_SEQUENCES
         bad = b.op(
             "Or",
             [
                 b.op("Less", [returned, b.const(np.array([1], dtype=np.int32))]),
-                b.op("Greater", [returned, NUM_BEAMS]),
+                b.op("Greater", [returned, requested]),
             ],
         )
-        checked = fail_when(b, bad, "graphgen: num_return_sequences must be between 1 and num_beams", NUM_BEAMS)
+        message = "graphgen: num_return_sequences must be between 1 and num_beams"
+        checked = fail_when(b, bad, message, requested, host=True)
         too_few = b.op("Less", [checked, b.const(np.array([1], dtype=np.int32))])
-        num_beams = fail_when(b, too_few, "graphgen: num_beams must be at least 1", checked)
+        num_beams = fail_when(b, too_few, "graphgen: num_beams must be at least 1", checked, host=True)
         self.beams = b.op("Cast", [num_beams], to=INT64)  # [1]
         self.candidates = b.op("Mul", [self.beams, b.const(i64(2))])
         self.vocab = b.const(np.int64(spec.target_vocab_size), "vocab")
@@ -140,22 +149,25 @@ class _Search:
         self.repeat = b.reshape(b.op("Expand", [b.op("Unsqueeze", [batch_range, b.const(i64(1))]), grid]), [-1])
         self.offsets = b.op("Unsqueeze", [b.op("Mul", [batch_range, b.op("Squeeze", [self.beams])]), b.const(i64(1))])
         self.grid = grid
+        self.column_shape = b.op("Concat", [grid, b.const(i64(1))], axis=0)  # [B, K, 1]
+        # the pad column each step appends to the finished hypotheses
+        pad = np.full((1, 1, 1), spec.pad_token_id, dtype=np.int64)
+        self.pad_column = b.op("Expand", [b.const(pad), self.column_shape])
         self.rows = b.op("Mul", [self.batch, self.beams])  # [1]: batch × beams
         self.identity_rows = b.op("Range", [b.const(np.int64(0)), b.op("Squeeze", [self.rows]), b.const(np.int64(1))])
         # What every step reshapes and compares to, made once here (a loop body recomputes its nodes
         # on every step, however constant their inputs).
         self.flat_scores_shape = b.op("Concat", [self.batch, b.op("Mul", [self.beams, self.vocab])], axis=0)
+        # compared with the length on the GPU, as data: not moved to the host
         self.min_length_scalar = b.op("Squeeze", [b.op("Cast", [MIN_LENGTH], to=INT64)])
-        max_length = b.op("Cast", [MAX_LENGTH], to=INT64)
-        self.last_length_scalar = b.op("Squeeze", [b.op("Sub", [max_length, b.const(i64(1))])])
+        self.last_length_scalar = b.op(
+            "Squeeze", [b.op("Sub", [b.op("Cast", [MAX_LENGTH], to=INT64), b.const(i64(1))])]
+        )
+        self.max_length = b.op("Cast", [b.op("Add", [MAX_LENGTH, host_zero])], to=INT64)  # [1], the loop's count
         self.is_greedy = b.op("Squeeze", [b.op("Equal", [num_beams, b.const(np.array([1], dtype=np.int32))])])
-        self.early_stopping = b.op("Or", [self.is_greedy, b.const(np.bool_(spec.generation.early_stopping))])
-        self.late_stopping = b.op("Not", [self.early_stopping])
-        # What HF adds to a candidate's score when its item holds num_beams finished hypotheses
-        # (``is_sent_finished.all() & early_stopping`` times -1e9): -1e9 or, multiplied out, -0.0.
-        self.full_item_score = b.op("Where", [self.early_stopping, b.const(NO_SCORE), b.const(np.float32(-0.0))])
+        penalty = b.op("Add", [REPETITION_PENALTY, b.op("Cast", [host_zero], to=FLOAT)])
         self.penalised = b.op(
-            "Squeeze", [b.op("Not", [b.op("Equal", [REPETITION_PENALTY, b.const(np.array([1.0], dtype=np.float32))])])]
+            "Squeeze", [b.op("Not", [b.op("Equal", [penalty, b.const(np.array([1.0], dtype=np.float32))])])]
         )
         self.top_beams = b.op(
             "Less",
@@ -169,16 +181,29 @@ class _Search:
         # the forced EOS row replaces whole rows only without renormalisation (see log_probs)
         forced_row_needed = spec.forced_eos and not spec.renormalize_logits
         self.forced_row = b.const(rows[-1:], "forced_row") if forced_row_needed else ""
+        # A tensor of max(max_length, 0) elements: its Shape gives a step max_length on the host
+        # (see forced_step), where the forced-EOS step's condition is read.
+        self.length_marker = (
+            b.op("ConstantOfShape", [b.op("Max", [self.max_length, b.const(i64(0))])]) if forced_row_needed else ""
+        )
         self.lp_exponent = b.op("Cast", [LENGTH_PENALTY], to=DOUBLE)
 
     # -- the logits processors ------------------------------------------------------------------
 
-    def log_probs(self, b: GraphBuilder, logits: str, length: str, running: str) -> str:
+    def forced_step(self, b: GraphBuilder, step: str) -> str:
+        """Whether this is the forced-EOS step (the new length reaches ``max_length``) as a bool [1]
+        on the host for ONNX Runtime's CUDA provider: from ``step`` (the caches' Shape, [1]) and the
+        Shape of ``length_marker``, both values it returns on the host, in the loop body itself."""
+        limit = b.op("Shape", [self.length_marker])
+        return b.op("Equal", [b.op("Add", [step, b.const(i64(2))]), limit])
+
+    def log_probs(self, b: GraphBuilder, logits: str, length: str, running: str, forced_step: str = "") -> str:
         """HF's processed log-probabilities ``[R, V]`` of the next token, given ``[R, V]`` logits.
 
         ``length`` (int64 scalar) is the current length, decoder start included; ``running`` the
         beams' tokens so far ``[B, K, T]`` (for the repetition penalty and the n-gram ban, which
-        flatten them where they run: most steps of most files run neither).
+        flatten them where they run: most steps of most files run neither); ``forced_step`` the
+        condition of :meth:`forced_step`, for files that force EOS without renormalising.
         """
         spec = self.spec
         renormalise = spec.renormalize_logits
@@ -208,7 +233,7 @@ class _Search:
             penalty = GraphBuilder(g.fresh("penalty"))
             # Greedy search penalises the logits, beam search the log-probabilities (HF's two paths).
             base = penalty.op("Where", [self.is_greedy, logits, penalty.op("LogSoftmax", [logits], axis=-1)])
-            ids = penalty.op("Cast", [penalty.op("Flatten", [running], axis=2)], to=INT64)
+            ids = penalty.op("Flatten", [running], axis=2)
             seen = penalty.op("GatherElements", [base, ids], axis=1)
             penalised = penalty.op(
                 "Where",
@@ -235,7 +260,7 @@ class _Search:
         then.op("Expand", [self.forced_row, then.op("Shape", [logits])], outputs=[then.fresh("log_probs")])
         keep = GraphBuilder(b.fresh("not_forced"))
         processed(keep)
-        return b.op("If", [forced], then_branch=_branch(then, FLOAT), else_branch=_branch(keep, FLOAT))
+        return b.op("If", [forced_step], then_branch=_branch(then, FLOAT), else_branch=_branch(keep, FLOAT))
 
     def first_tokens(self, forced_bos: str) -> str:
         """Each row's forced first token ``[B*K, 1]`` int32 (``NO_FORCED_BOS`` for none), checked:
@@ -272,10 +297,10 @@ class _Search:
         return b.op("Unsqueeze", [b.op("Gather", [per_item, self.repeat]), b.const(i64(1))])
 
     def force_first_token(
-        self, b: GraphBuilder, log_probs: Callable[[GraphBuilder], str], first_tokens: str, iteration: str
+        self, b: GraphBuilder, log_probs: Callable[[GraphBuilder], str], first_tokens: str, step: str
     ) -> str:
         """HF's ``ForcedBOSTokenLogitsProcessor`` on ``[B*K, V]`` log-probabilities at the first step
-        (``iteration`` 0): a row's forced token gets exactly 0 and every other token -inf (any
+        (``step``, ``[1]``, 0): a row's forced token gets exactly 0 and every other token -inf (any
         renormalisation leaves that row as it is). ``log_probs`` builds the step's log-probabilities
         into a builder, as its last node: once in each branch of an ``If``, so that the ``[B*K, V]``
         comparison is made at the first step only, and later steps write theirs straight into the
@@ -290,7 +315,7 @@ class _Search:
         force.op("Where", [active, row, log_probs(force)], outputs=[force.fresh("log_probs")])
         later = GraphBuilder(b.fresh("later_step"))
         log_probs(later)
-        first = b.op("Equal", [iteration, b.const(np.int64(0))])
+        first = b.op("Equal", [step, b.const(i64(0))])
         return b.op("If", [first], then_branch=_branch(force, FLOAT), else_branch=_branch(later, FLOAT))
 
     # -- one step of HF's bookkeeping -----------------------------------------------------------
@@ -329,13 +354,12 @@ class _Search:
         compared them plus the running score, whose rounding can make a tie."""
         spec = self.spec
         unfinished = beams.improvable  # [B, 1]
-        chosen = b.op("ArgMax", [log_probs], axis=1, keepdims=1)  # [R, 1] int64
-        scores = b.add(beams.running_scores, b.op("GatherElements", [log_probs, chosen], axis=1))
-        token = b.op("Cast", [chosen], to=INT32)
+        token = b.op("ArgMax", [log_probs], axis=1, keepdims=1)  # [R, 1] int64
+        scores = b.add(beams.running_scores, b.op("GatherElements", [log_probs, token], axis=1))
         at_max = b.op("GreaterOrEqual", [length, self.last_length_scalar])  # the new length reaches max_length
-        eos = b.op("Equal", [token, b.const(np.int32(spec.eos_token_id))])
+        eos = b.op("Equal", [token, b.const(np.int64(spec.eos_token_id))])
         ended = b.op("And", [unfinished, b.op("Or", [eos, at_max])])  # ends at this step
-        token = b.op("Where", [unfinished, token, b.const(np.int32(spec.pad_token_id))])
+        token = b.op("Where", [unfinished, token, b.const(np.int64(spec.pad_token_id))])
         running = b.op("Concat", [beams.running, b.op("Unsqueeze", [token, b.const(i64(-1))])], axis=2)
         divisor = b.op("Cast", [b.op("Pow", [b.op("Cast", [length], to=DOUBLE), self.lp_exponent])], to=FLOAT)
         finished_scores = b.op("Where", [ended, b.op("Div", [scores, divisor]), beams.finished_scores])
@@ -351,7 +375,7 @@ class _Search:
         flat = b.op("Reshape", [scores, self.flat_scores_shape])
         top_scores, top_index = b.op_multi("TopK", [flat, self.candidates], 2, axis=-1, largest=1, sorted=1)
         source_beam = b.op("Div", [top_index, self.vocab])
-        token = b.op("Cast", [b.op("Mod", [top_index, self.vocab])], to=INT32)
+        token = b.op("Mod", [top_index, self.vocab])
         candidates = b.op(
             "Concat",
             [
@@ -362,7 +386,7 @@ class _Search:
         )
         # Stopping criteria of the candidates: EOS, or the new length reaches max_length.
         at_max = b.op("GreaterOrEqual", [length, self.last_length_scalar])  # the new length reaches max_length
-        ended = b.op("Or", [b.op("Equal", [token, b.const(np.int32(spec.eos_token_id))]), at_max])
+        ended = b.op("Or", [b.op("Equal", [token, b.const(np.int64(spec.eos_token_id))]), at_max])
         ended_penalty = _no_score_where(b, ended)
 
         # Running beams: the best K candidates that did not end.
@@ -377,15 +401,14 @@ class _Search:
         generated = b.op("Cast", [length], to=DOUBLE)  # tokens after the decoder start, with this one
         divisor = b.op("Cast", [b.op("Pow", [generated, self.lp_exponent])], to=FLOAT)
         normalised = b.op("Div", [top_scores, divisor])
-        full = b.op("ReduceMin", [b.op("Cast", [beams.finished_flags], to=FLOAT), b.const(i64(1))], keepdims=1)
-        normalised = b.add(normalised, b.mul(full, self.full_item_score))
+        if spec.generation.early_stopping:  # HF's ``is_sent_finished.all() & early_stopping`` times -1e9
+            full = b.op("ReduceMin", [b.op("Cast", [beams.finished_flags], to=FLOAT), b.const(i64(1))], keepdims=1)
+            normalised = b.add(normalised, b.mul(full, b.const(NO_SCORE)))
+        # (without early stopping that term is -0.0, which leaves every sum's bits as they are)
         normalised = b.add(normalised, _no_score_where(b, beams.improvable, negate=True))
         just_finished = b.op("And", [ended, self.top_beams])
         normalised = b.add(normalised, _no_score_where(b, just_finished, negate=True))
-        padded = b.op(
-            "Pad",
-            [beams.finished, b.const(i64(0, 0, 0, 0, 0, 1)), b.const(np.int32(spec.pad_token_id))],
-        )
+        padded = b.op("Concat", [beams.finished, self.pad_column], axis=2)  # CUDA's Pad has no integer kernel
         merged_scores = b.op("Concat", [beams.finished_scores, normalised], axis=1)
         finished_scores, best = b.op_multi("TopK", [merged_scores, self.beams], 2, axis=-1, largest=1, sorted=1)
         merged = b.op("Concat", [padded, candidates], axis=1)
@@ -411,8 +434,9 @@ class _Search:
 
         # HF's loop condition, over the whole batch: an item that cannot improve is frozen above.
         # (not all finished, or no early stopping) and not every candidate ended
-        open_beam = b.op("Or", [_any(b, b.op("Not", [finished_flags])), self.late_stopping])
-        go_on = b.op("And", [_any(b, improvable), open_beam])
+        go_on = _any(b, improvable)
+        if spec.generation.early_stopping:
+            go_on = b.op("And", [go_on, _any(b, b.op("Not", [finished_flags]))])
         go_on = b.op("And", [go_on, _any(b, b.op("Not", [ended]))])
         state = _Beams(tokens, running, running_scores, finished, finished_scores, finished_flags, improvable)
         return [*state.names(), reorder, go_on]
@@ -441,7 +465,7 @@ def repeated_ngram_mask(b: GraphBuilder, sequences: str, size: int, spec: ModelS
         matches = b.op("And", [matches, b.op("Equal", [window, tail])])
     banned = b.op(
         "Where",
-        [matches, b.op("Cast", [columns(b.const(i64(size - 1)), count)], to=INT64), b.const(np.int64(vocab))],
+        [matches, columns(b.const(i64(size - 1)), count), b.const(np.int64(vocab))],
     )
     rows = b.op("Shape", [sequences], start=0, end=1)
     zeros = b.op(
@@ -497,8 +521,9 @@ def _any(b: GraphBuilder, flags: str) -> str:
 def _initial_beams(search: _Search) -> _Beams:
     """The state before the first step: every beam is the decoder start; only beam 0 counts."""
     b, spec = search.outer, search.spec
-    start_shape = b.op("Concat", [search.grid, b.const(i64(1))], axis=0)
-    start = b.op("Expand", [b.const(np.full((1, 1, 1), spec.decoder_start_token_id, dtype=np.int32)), start_shape])
+    start = b.op(
+        "Expand", [b.const(np.full((1, 1, 1), spec.decoder_start_token_id, dtype=np.int64)), search.column_shape]
+    )
     first_only = b.op(
         "Where",
         [
@@ -600,7 +625,9 @@ def loop_search(
         value = body.input(f"search_step/past_value_{index}", cache_type, cache_shape)
         past.append((key, value))
     beams_in = _Beams(*state_in)
-    length = body.op("Add", [iteration, body.const(np.int64(1))])  # scalar
+    length = body.op("Add", [iteration, body.const(np.int64(1))])  # scalar, compared on the GPU
+    # the step's number [1] as the caches' Shape, which ONNX Runtime's CUDA provider returns on the
+    # host, where the first step's condition is read
     past_length = body.op("Shape", [past[0][0]], start=2, end=3)
     step_logits, step_presents = u.decoder_step(
         beams_in.tokens,
@@ -610,9 +637,14 @@ def loop_search(
         row_mask,
         cross_bias=cross_bias,
         flat_logits=True,
+        ids_type=INT64,
     )
+    forced_step = search.forced_step(body, past_length) if search.length_marker else ""
     step_log_probs = search.force_first_token(
-        body, lambda g: search.log_probs(g, step_logits, length, beams_in.running), first_tokens, iteration
+        body,
+        lambda g: search.log_probs(g, step_logits, length, beams_in.running, forced_step),
+        first_tokens,
+        past_length,
     )
     beams_out, step_reorder, step_go_on = search.step(body, step_log_probs, beams_in, length)
     # The body's outputs are the producing nodes' own values: an Identity would copy each per step.
@@ -623,7 +655,7 @@ def loop_search(
     # last step (``step_go_on`` is false there: at max_length every candidate has ended). ONNX
     # Runtime's Loop copies its loop-carried values into its outputs when it ends, while the last
     # step's inputs are still held: full caches there would be a third copy.
-    kept_rows = body.op("Where", [step_go_on, search.rows, body.const(i64(0))])
+    kept_rows = body.op("Where", [step_go_on, body.const(i64(np.iinfo(np.int64).max)), body.const(i64(0))])
     next_rows = body.op("Slice", [step_reorder, body.const(i64(0)), kept_rows])
     for key, value in step_presents:
         for cache in (key, value):
@@ -631,10 +663,7 @@ def loop_search(
             body.op("Gather", [cache, next_rows], outputs=[name])
             body.outputs.append(helper.make_tensor_value_info(name, cache_type, cache_shape))
     # At least the first step, as HF's generate (which always takes one).
-    steps = b.op(
-        "Max",
-        [b.op("Sub", [b.op("Cast", [MAX_LENGTH], to=INT64), b.const(i64(1))]), b.const(i64(1))],
-    )
+    steps = b.op("Max", [b.op("Sub", [search.max_length, b.const(i64(1))]), b.const(i64(1))])
     final = [b.fresh("final") for _ in range(len(STATE_TYPES) + len(caches))]
     b.op(
         "Loop",
@@ -652,9 +681,9 @@ def loop_search(
     tail = b.op("Slice", [best, b.const(i64(1)), b.const(i64(np.iinfo(np.int64).max)), b.const(i64(2))])
     tail = b.op(
         "Where",
-        [b.op("Equal", [tail, b.const(np.int32(spec.eos_token_id))]), b.const(np.int32(spec.pad_token_id)), tail],
+        [b.op("Equal", [tail, b.const(np.int64(spec.eos_token_id))]), b.const(np.int64(spec.pad_token_id)), tail],
     )
-    b.op("Concat", [head, tail], outputs=[sequences], axis=2)
+    b.op("Cast", [b.op("Concat", [head, tail], axis=2)], outputs=[sequences], to=INT32)
     b.op("Slice", [finished_scores, b.const(i64(0)), returned, b.const(i64(1))], outputs=[scores])
     return LoopSearch(nodes=b.nodes, constants=b.constants, builders=[b, body])
 

@@ -11,7 +11,9 @@ from an installed wheel.
 - ``family_files``: a family's checkpoint exported once, beside its HF model;
 - ``sessions``: an ONNX Runtime session on a file and HF ``generate`` on the same inputs;
 - ``strings``: the tokenizer parity strings;
-- ``venvs``: the extra virtual environments (no torch; others as a test needs).
+- ``venvs``: the extra virtual environments (no torch; others as a test needs);
+- ``cuda_copies``: ONNX Runtime's CUDA placement of a file, and the copies a decoding step makes
+  between the GPU and the host, modelled from its source for machines without a GPU.
 """
 
 from __future__ import annotations
