@@ -36,31 +36,6 @@ from graphgen.testing import cuda_copies, family_checkpoint
 
 # (domain, op type) of the CUDA kernels that admit tensor(string); see the module docstring.
 CUDA_STRING_KERNELS = {("", op) for op in ("Loop", "If", "Scan", "Size", "RandomNormalLike", "RandomUniformLike")}
-# onnxruntime-extensions' ops in the extensions files (no CUDA kernels): their outputs' types,
-# which ONNX shape inference does not know.
-CUSTOM_OUTPUT_TYPES = {"SentencepieceTokenizer": [TensorProto.INT32, TensorProto.INT64]}
-
-
-def _types(graph: GraphProto, types: dict[str, int]) -> None:
-    """Element types of every value: ONNX inference's, then, for what it leaves open (outputs of
-    ``com.microsoft`` ops and what follows them), the type of the node's first typed input (these
-    ops keep their input's type: attention, quantized matmul)."""
-    for info in [*graph.input, *graph.output, *graph.value_info]:
-        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
-            types[info.name] = info.type.tensor_type.elem_type
-    for tensor in graph.initializer:
-        types[tensor.name] = tensor.data_type
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == AttributeProto.GRAPH:
-                _types(attribute.g, types)
-        if node.domain == "ai.onnx.contrib":
-            for name, elem in zip(node.output, CUSTOM_OUTPUT_TYPES[node.op_type], strict=False):
-                types[name] = elem
-        known = [types[name] for name in node.input if name in types]
-        for name in node.output:
-            if name not in types and known:
-                types[name] = known[0]
 
 
 def _defined(graph: GraphProto) -> set[str]:
@@ -86,8 +61,7 @@ def _read(graph: GraphProto) -> set[str]:
 def string_on_cuda_kernels(model: ModelProto) -> list[str]:
     """Every (node, value) where a string or untyped value meets a CUDA string-admitting kernel."""
     inferred = onnx.shape_inference.infer_shapes(model)
-    types: dict[str, int] = {}
-    _types(inferred.graph, types)
+    types = cuda_copies.element_types(model)
     problems = []
 
     def visit(graph: GraphProto) -> None:

@@ -163,10 +163,15 @@ def basic_graph(path: Path | str) -> ModelProto:
         return onnx.load(str(Path(folder) / "basic.onnx"), load_external_data=False)
 
 
+# onnxruntime-extensions' ops in ``--tokenizer extensions`` files (no CUDA kernels): their
+# outputs' types, which ONNX shape inference does not know.
+EXTENSIONS_OUTPUT_TYPES = {"SentencepieceTokenizer": [INT32, INT64]}
+
+
 def element_types(model: ModelProto) -> dict[str, int]:
-    """Every value's element type: ONNX inference's, then for what it leaves open (outputs of
-    ``com.microsoft`` ops and what follows) the type of the node's first typed input (these ops
-    keep their input's type: attention, layer norms, activations)."""
+    """Every value's element type: ONNX inference's, ``EXTENSIONS_OUTPUT_TYPES``, then for what is
+    left open (outputs of ``com.microsoft`` ops and what follows) the type of the node's first typed
+    input (these ops keep their input's type: attention, layer norms, quantized matmuls)."""
     inferred = onnx.shape_inference.infer_shapes(model)
     types: dict[str, int] = {}
 
@@ -179,6 +184,8 @@ def element_types(model: ModelProto) -> dict[str, int]:
         for node in graph.node:
             for sub in subgraphs(node):
                 visit(sub)
+            if node.domain == "ai.onnx.contrib":
+                types.update(zip(node.output, EXTENSIONS_OUTPUT_TYPES[node.op_type], strict=False))
             cast = next((a.i for a in node.attribute if node.op_type == "Cast" and a.name == "to"), None)
             known = [types[name] for name in node.input if name in types]
             for name in node.output:
