@@ -346,12 +346,13 @@ class _Search:
         """HF's greedy search on one beam per item (``R = B``): the argmax of the processed
         log-probabilities, pad once an item has ended (``improvable`` holds HF's unfinished flags).
 
-        The sequences grow in ``running`` (what the repetition penalty reads); ``finished`` keeps
-        the decoder start (``loop_search`` returns ``running`` for greedy search), and
-        ``finished_scores`` gets the score the one-beam search gives: the summed log-probabilities
-        over the generated length to the ``length_penalty``, when the item ends. A tie goes to the
-        lowest id, as HF's ``argmax``; over the step's values, as HF's, where the one-beam search
-        compared them plus the running score, whose rounding can make a tie."""
+        The sequences grow in ``running`` (what the repetition penalty reads; ``loop_search``
+        returns ``running`` for greedy search); ``finished`` and ``finished_flags``, which only beam
+        search reads, get values the step makes anyway (an outer value would need an ``Identity``,
+        a node per step); ``finished_scores`` gets the score the one-beam search gives: the summed
+        log-probabilities over the generated length to the ``length_penalty``, when the item ends.
+        A tie goes to the lowest id, as HF's ``argmax``; over the step's values, as HF's, where the
+        one-beam search compared them plus the running score, whose rounding can make a tie."""
         spec = self.spec
         unfinished = beams.improvable  # [B, 1]
         token = b.op("ArgMax", [log_probs], axis=1, keepdims=1)  # [R, 1] int64
@@ -360,11 +361,12 @@ class _Search:
         eos = b.op("Equal", [token, b.const(np.int64(spec.eos_token_id))])
         ended = b.op("And", [unfinished, b.op("Or", [eos, at_max])])  # ends at this step
         token = b.op("Where", [unfinished, token, b.const(np.int64(spec.pad_token_id))])
-        running = b.op("Concat", [beams.running, b.op("Unsqueeze", [token, b.const(i64(-1))])], axis=2)
+        column = b.op("Unsqueeze", [token, b.const(i64(-1))])  # [B, 1, 1]
+        running = b.op("Concat", [beams.running, column], axis=2)
         divisor = b.op("Cast", [b.op("Pow", [b.op("Cast", [length], to=DOUBLE), self.lp_exponent])], to=FLOAT)
         finished_scores = b.op("Where", [ended, b.op("Div", [scores, divisor]), beams.finished_scores])
         still = b.op("Xor", [unfinished, ended])  # unfinished and not ended now
-        state = _Beams(token, running, scores, beams.finished, finished_scores, beams.finished_flags, still)
+        state = _Beams(token, running, scores, column, finished_scores, ended, still)
         return [*state.names(), self.identity_rows, _any(b, still)]
 
     def _beam_step(self, b: GraphBuilder, log_probs: str, beams: _Beams, length: str) -> list[str]:
