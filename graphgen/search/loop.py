@@ -327,10 +327,13 @@ class _Search:
         One ``If`` on ``num_beams == 1``: greedy search needs a third of beam search's bookkeeping
         nodes (an argmax and HF's unfinished flags), and each node is a kernel launch per step on a
         GPU, where at batch 1 their count sets the time."""
+        at_max = b.op("GreaterOrEqual", [length, self.last_length_scalar])  # the new length reaches max_length
+        # HF's length normalisation, ``generated ** length_penalty`` in double as Python computes it
+        divisor = b.op("Cast", [b.op("Pow", [b.op("Cast", [length], to=DOUBLE), self.lp_exponent])], to=FLOAT)
         beam = GraphBuilder(b.fresh("beam_step"))
-        beam_outputs = self._beam_step(beam, log_probs, beams, length)
+        beam_outputs = self._beam_step(beam, log_probs, beams, at_max, divisor)
         greedy = GraphBuilder(b.fresh("greedy_step"))
-        greedy_outputs = self._greedy_step(greedy, log_probs, beams, length)
+        greedy_outputs = self._greedy_step(greedy, log_probs, beams, at_max, divisor)
         types = [elem for elem, _ in STATE_TYPES] + [INT64, BOOL]
         outputs = b.op_multi(
             "If",
@@ -342,7 +345,7 @@ class _Search:
         *state, reorder, go_on = outputs
         return _Beams(*state), reorder, go_on
 
-    def _greedy_step(self, b: GraphBuilder, log_probs: str, beams: _Beams, length: str) -> list[str]:
+    def _greedy_step(self, b: GraphBuilder, log_probs: str, beams: _Beams, at_max: str, divisor: str) -> list[str]:
         """HF's greedy search on one beam per item (``R = B``): the argmax of the processed
         log-probabilities, pad once an item has ended (``improvable`` holds HF's unfinished flags).
 
@@ -357,20 +360,19 @@ class _Search:
         unfinished = beams.improvable  # [B, 1]
         token = b.op("ArgMax", [log_probs], axis=1, keepdims=1)  # [R, 1] int64
         scores = b.add(beams.running_scores, b.op("GatherElements", [log_probs, token], axis=1))
-        at_max = b.op("GreaterOrEqual", [length, self.last_length_scalar])  # the new length reaches max_length
         eos = b.op("Equal", [token, b.const(np.int64(spec.eos_token_id))])
         ended = b.op("And", [unfinished, b.op("Or", [eos, at_max])])  # ends at this step
         token = b.op("Where", [unfinished, token, b.const(np.int64(spec.pad_token_id))])
         column = b.op("Unsqueeze", [token, b.const(i64(-1))])  # [B, 1, 1]
         running = b.op("Concat", [beams.running, column], axis=2)
-        divisor = b.op("Cast", [b.op("Pow", [b.op("Cast", [length], to=DOUBLE), self.lp_exponent])], to=FLOAT)
         finished_scores = b.op("Where", [ended, b.op("Div", [scores, divisor]), beams.finished_scores])
         still = b.op("Xor", [unfinished, ended])  # unfinished and not ended now
         state = _Beams(token, running, scores, column, finished_scores, ended, still)
         return [*state.names(), self.identity_rows, _any(b, still)]
 
-    def _beam_step(self, b: GraphBuilder, log_probs: str, beams: _Beams, length: str) -> list[str]:
-        """HF's beam search step (see the module docstring); the outputs of :meth:`step`."""
+    def _beam_step(self, b: GraphBuilder, log_probs: str, beams: _Beams, at_max: str, divisor: str) -> list[str]:
+        """HF's beam search step (see the module docstring); the outputs of :meth:`step`. ``at_max``:
+        the new length reaches max_length; ``divisor``: the length normalisation at that length."""
         spec = self.spec
         scores = b.add(log_probs, b.reshape(beams.running_scores, [-1, 1]))  # [B*K, V]
         # The shape spelled out: a -1 next to a zero-sized batch cannot be inferred.
@@ -387,7 +389,6 @@ class _Search:
             axis=2,
         )
         # Stopping criteria of the candidates: EOS, or the new length reaches max_length.
-        at_max = b.op("GreaterOrEqual", [length, self.last_length_scalar])  # the new length reaches max_length
         ended = b.op("Or", [b.op("Equal", [token, b.const(np.int64(spec.eos_token_id))]), at_max])
         ended_penalty = _no_score_where(b, ended)
 
@@ -400,8 +401,6 @@ class _Search:
         tokens = b.reshape(b.op("GatherElements", [token, keep], axis=1), [-1, 1])
 
         # Finished hypotheses: ended candidates among the top K, normalised by the generated length.
-        generated = b.op("Cast", [length], to=DOUBLE)  # tokens after the decoder start, with this one
-        divisor = b.op("Cast", [b.op("Pow", [generated, self.lp_exponent])], to=FLOAT)
         normalised = b.op("Div", [top_scores, divisor])
         if spec.generation.early_stopping:  # HF's ``is_sent_finished.all() & early_stopping`` times -1e9
             full = b.op("ReduceMin", [b.op("Cast", [beams.finished_flags], to=FLOAT), b.const(i64(1))], keepdims=1)
@@ -482,14 +481,7 @@ def repeated_ngram_mask(b: GraphBuilder, sequences: str, size: int, spec: ModelS
 
 def _branch(builder: GraphBuilder, elem_type: int) -> GraphProto:
     """An ``If`` branch whose one output is the last node's output."""
-    output = builder.nodes[-1].output[0]
-    return helper.make_graph(
-        builder.nodes,
-        builder.name,
-        [],
-        [helper.make_tensor_value_info(output, elem_type, None)],
-        initializer=builder.constants,
-    )
+    return _outputs_branch(builder, [builder.nodes[-1].output[0]], [elem_type])
 
 
 def _outputs_branch(builder: GraphBuilder, outputs: list[str], types: list[int]) -> GraphProto:
