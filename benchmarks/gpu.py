@@ -16,8 +16,10 @@ to one architecture's kernels, 69 MB in two parts, and says how to unpack it the
    reference. Each time is the median of ``--runs`` after a warm-up; each system is checked to
    have produced exactly 40 tokens.
 3. The text file's overhead on the GPU: the portable tokenizer and detokenizer run on the CPU
-   parts of the session (``LabelEncoder`` and the string ops have no CUDA kernels); the demo text
-   file against its id-level twin at batch 16.
+   parts of the session (the layer assignment the file asks for, ``contract.TEXT_ON_CPU``); the
+   demo text file against its id-level twin at batch 16, and against a session without that
+   setting, where most of the tokenizer's integer ops run on the GPU (as on ONNX Runtime 1.24 and
+   older, which ignore it).
 4. Where a decoding step's time goes (opus-mt shape, float32 and float16 loop files, batch 1 greedy
    and 16 × 4): ONNX Runtime's profile of one run, per step: the loop body's nodes run on the GPU
    and on the CPU, the copies between them (``Memcpy`` nodes ONNX Runtime inserted, counted in the
@@ -430,11 +432,34 @@ def text_overhead(setup: Setup) -> list[str]:
             times.append((time.perf_counter() - started) * 1000)
         return statistics.median(times)
 
+    # The same file in a session without the layer assignment it asks for (contract.TEXT_ON_CPU), as
+    # on ONNX Runtime 1.24 and older, which ignore it: the tokenizer's integer ops then run on the GPU.
+    import onnxruntime as ort
+
+    from graphgen.runtime.translator import session_options, utf8_batch
+
+    unassigned = ort.InferenceSession(str(text), session_options(extensions=False), providers=setup.providers)
+    text_feeds = {"text_utf8": utf8_batch(sources), "num_beams": np.array([4], np.int32)}
+    same = unassigned.run(["translation"], text_feeds)[0][:, 0].tolist() == translator.translate(sources, num_beams=4)
     text_ms = median(lambda: translator.translate(sources, num_beams=4))
+    unassigned_ms = median(lambda: unassigned.run(["translation"], text_feeds))
     ids_ms = median(lambda: session.run(["sequences"], feeds))
+    from graphgen.contract import read_file_info
+    from graphgen.testing.cuda_copies import per_call
+
+    modelled = [per_call(text, text_feeds, config) for config in (read_file_info(text).session_config, {})]
     return [
+        "Modelled for a CUDA session by graphgen.testing.cuda_copies, from a CPU profile of the same call: "
+        + "; ".join(
+            f"{label}: {call.waits} waits for the GPU, {call.copies_to_gpu} copies to it, {call.kernels} GPU kernels"
+            for label, call in zip(("with the setting", "without it"), modelled, strict=True)
+        )
+        + ".",
+        "",
         f"Demo model, 16 test sentences, 4 beams, on {setup.device}: text file {text_ms:.1f} ms, id-level file "
-        f"{ids_ms:.1f} ms: tokenizer + detokenizer {text_ms - ids_ms:.1f} ms."
+        f"{ids_ms:.1f} ms: tokenizer + detokenizer {text_ms - ids_ms:.1f} ms (on the CPU, the layer "
+        f"assignment the file asks for). Without that setting (the tokenizer's integer ops on the GPU): "
+        f"{unassigned_ms:.1f} ms, translations {'the same' if same else 'DIFFERENT'}.",
     ]
 
 

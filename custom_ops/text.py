@@ -209,7 +209,7 @@ def strip_index(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> str
 
 def join_strings(b: GraphBuilder, index: str, texts: np.ndarray, name: str) -> str:
     """int64 ``[B, R, L]`` indices into ``texts`` → string ``[B, R]``, each row's texts joined."""
-    return _join_last_axis(b, b.op("Gather", [b.derived(name, texts), index]))
+    return _join_last_axis(b, b.op("Gather", [b.derived(name, texts), index]), b.op("Shape", [index]))
 
 
 def join_and_strip(b: GraphBuilder, ids: str, tables: np.ndarray, name: str) -> str:
@@ -259,35 +259,39 @@ def join_metaspace(b: GraphBuilder, ids: str, tables: tuple[np.ndarray, np.ndarr
 JOIN_LEVELS = 16
 
 
-def _join_last_axis(b: GraphBuilder, pieces: str) -> str:
-    """``[B, R, L]`` strings → ``[B, R]``: neighbours joined pairwise by ``StringConcat``, level by level.
+def _join_last_axis(b: GraphBuilder, pieces: str, shape: str) -> str:
+    """``[B, R, L]`` strings of shape ``shape`` → ``[B, R]``: neighbours joined pairwise by
+    ``StringConcat``, level by level.
 
     A fixed tree of ``JOIN_LEVELS`` levels rather than a ``Loop`` over L: ONNX Runtime's CUDA
     provider has ``Loop``/``If``/``Scan`` kernels for every tensor type, so a loop carrying strings
     is placed on the GPU, and the string copy it needs fails the session (see
     ``tests/test_cuda_placement.py``). Each level pads an odd width with ``""`` and halves it;
     a row of more than ``2 ** JOIN_LEVELS`` pieces stops the run with a message.
+
+    The widths are worked out from ``shape``, the ``Shape`` of a number tensor, not of the strings:
+    the CUDA provider has a ``Shape`` kernel for numbers only, and its output is on the host, so
+    all this arithmetic stays there (``graphgen.testing.cuda_copies``); from the strings' ``Shape``
+    (a CPU node) it would run on the GPU and be copied back for every ``Reshape`` and ``Expand``.
     """
-    rows = b.op("Slice", [b.op("Shape", [pieces]), b.const(i64(0)), b.const(i64(2))])  # [B, R]
+    rows = b.op("Slice", [shape, b.const(i64(0)), b.const(i64(2))])  # [B, R]
     empty = b.const(np.array("", dtype=object), "empty")
     one, two = b.const(i64(1)), b.const(i64(2))
     # One "" column first, so that a row of no pieces still leaves one column to read.
     text = b.op("Concat", [pieces, b.op("Expand", [empty, b.op("Concat", [rows, one], axis=0)])], axis=2)
+    width = b.op("Add", [b.op("Slice", [shape, two, b.const(i64(3))]), one])
     for _ in range(JOIN_LEVELS):
-        width = b.op("Shape", [text], start=2, end=3)
         odd = b.op("Mod", [width, two])
         text = b.op("Concat", [text, b.op("Expand", [empty, b.op("Concat", [rows, odd], axis=0)])], axis=2)
-        halves = b.op("Div", [b.op("Add", [width, odd]), two])
-        pairs = b.op("Reshape", [text, b.op("Concat", [rows, halves, two], axis=0)])
+        width = b.op("Div", [b.op("Add", [width, odd]), two])
+        pairs = b.op("Reshape", [text, b.op("Concat", [rows, width, two], axis=0)])
         left = b.op("Gather", [pairs, b.const(np.int64(0))], axis=3)
         right = b.op("Gather", [pairs, b.const(np.int64(1))], axis=3)
         text = b.op("StringConcat", [left, right])
-    width = b.op("Shape", [text], start=2, end=3)
     too_long = b.op("Greater", [width, one])
-    shape = fail_when(
-        b, too_long, f"graphgen: a translation has more than {2**JOIN_LEVELS} tokens", b.op("Cast", [rows], to=INT32)
-    )
-    return b.op("Reshape", [text, b.op("Cast", [shape], to=INT64)])
+    message = f"graphgen: a translation has more than {2**JOIN_LEVELS} tokens"
+    rows = fail_when(b, too_long, message, b.op("Cast", [rows], to=INT32), host=True)
+    return b.op("Reshape", [text, b.op("Cast", [rows], to=INT64)])
 
 
 __all__ = [

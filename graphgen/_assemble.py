@@ -18,6 +18,7 @@ import numpy as np
 from onnx import GraphProto, ModelProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
 from graphgen._errors import GraphgenError, UnsupportedModelError
+from graphgen._graphs import set_layer
 from graphgen.contract import (
     ATTENTION_MASK,
     EXTENSIONS,
@@ -25,6 +26,7 @@ from graphgen.contract import (
     ID_INPUTS,
     ID_LEVEL,
     INPUT_IDS,
+    LAYER_ANNOTATION,
     PORTABLE,
     SEQUENCES,
     SOURCE_LANGUAGE,
@@ -32,7 +34,9 @@ from graphgen.contract import (
     TARGET_LANGUAGE,
     TARGET_LANGUAGE_UTF8,
     TEXT,
+    TEXT_LAYER,
     TEXT_LEVEL,
+    TEXT_ON_CPU,
     TEXT_UTF8,
     TOKENIZERS,
     TRANSLATION,
@@ -309,6 +313,7 @@ def build_text_model(
         helper.make_tensor_value_info(TRUNCATE, TensorProto.BOOL, [1]),
     ]
     pre, post = ends.pre, ends.post
+    set_layer([*pre.nodes, *post.nodes], LAYER_ANNOTATION, TEXT_LAYER)  # see contract.TEXT_LAYER
     tables = [numpy_helper.from_array(array, name) for b in (pre, post) for name, array in b.derived_weights.items()]
     graph = helper.make_graph(
         [*pre.nodes, *core.nodes, *post.nodes], "graphgen", inputs, [*ends.outputs, *core.outputs]
@@ -323,6 +328,7 @@ def build_text_model(
     ]
     props = metadata(spec, TEXT_LEVEL, quantization, search, float16)
     props[Key.TOKENIZER] = tokenizer
+    props[Key.SESSION_CONFIG] = json.dumps(TEXT_ON_CPU)
     if not strings:
         props[Key.STRINGS] = "none"
     if tokenizer == EXTENSIONS:

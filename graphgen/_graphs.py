@@ -4,7 +4,7 @@ file" (which ops, which initializers, who reads what) walks the same tree: it is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from onnx import AttributeProto, GraphProto, NodeProto, TensorProto
 
@@ -39,3 +39,21 @@ def all_initializers(graph: GraphProto) -> Iterator[TensorProto]:
 
 
 __all__ = ["all_graphs", "all_initializers", "all_nodes", "subgraphs"]
+
+
+def layer(node: NodeProto, key: str) -> str | None:
+    """The value of ``node``'s metadata entry ``key`` (ONNX Runtime's layering annotation is ``layer_ann``)."""
+    return next((entry.value for entry in node.metadata_props if entry.key == key), None)
+
+
+def set_layer(nodes: Iterable[NodeProto], key: str, value: str) -> None:
+    """Give each of ``nodes`` the metadata entry ``key`` = ``value`` (nested graphs' nodes are left
+    bare: ONNX Runtime's annotation-based partitioning gives them their parent node's layer)."""
+    for node in nodes:
+        for entry in node.metadata_props:
+            if entry.key == key:
+                entry.value = value
+                break
+        else:
+            entry = node.metadata_props.add()
+            entry.key, entry.value = key, value

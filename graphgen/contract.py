@@ -148,6 +148,18 @@ EXTENSIONS = "extensions"  # onnxruntime-extensions' SentencePiece op over strin
 TOKENIZERS = (PORTABLE, EXTENSIONS)
 
 EXTENSIONS_DOMAIN = "ai.onnx.contrib"
+
+# Every node of a text file's tokenizer and detokenizer carries this layering annotation (the
+# ``layer_ann`` entry of its NodeProto metadata; a Loop's body nodes inherit their Loop's), and the
+# file's metadata (Key.SESSION_CONFIG) asks sessions for the setting that assigns them to the CPU.
+# ONNX Runtime reads both from 1.25 on (annotation-based partitioning); older releases, which
+# ignore both, run the file the same. Without it a CUDA session places most of these integer ops
+# on the GPU (they have CUDA kernels): thousands of tiny kernels per call, a loop over the bytes
+# of the text, and a wait for the GPU on every size that depends on the text.
+LAYER_ANNOTATION = "layer_ann"
+TEXT_LAYER = "graphgen.text"
+LAYER_ASSIGNMENT = "session.layer_assignment_settings"
+TEXT_ON_CPU = {LAYER_ASSIGNMENT: f"cpu({TEXT_LAYER})"}
 ORT_FORMAT_IDENTIFIER = b"ORTM"  # the flatbuffer file identifier of .ort files
 
 
@@ -172,6 +184,7 @@ class Key:
     SOURCE_LANGUAGE = "graphgen.source_language"
     TARGET_LANGUAGE = "graphgen.target_language"
     BAKED = "graphgen.baked"
+    SESSION_CONFIG = "graphgen.session_config"  # JSON: session config entries the file asks for
 
 
 @dataclass(frozen=True)
@@ -213,6 +226,12 @@ class FileInfo:
     def baked(self) -> dict[str, Any]:
         """The settings ``graphgen bake`` fixed in this copy (empty for an exported file)."""
         return dict(json.loads(self.metadata.get(Key.BAKED, "{}")))
+
+    @property
+    def session_config(self) -> dict[str, str]:
+        """Session config entries (``SessionOptions.add_session_config_entry`` and its equivalents
+        in every binding) to set before loading the file: for text files, ``TEXT_ON_CPU``."""
+        return dict(json.loads(self.metadata.get(Key.SESSION_CONFIG, "{}")))
 
     @property
     def languages(self) -> list[str]:

@@ -30,6 +30,7 @@ from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import Translator, export
 from graphgen._graphs import all_initializers
+from graphgen.contract import read_file_info
 from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
 from graphgen.testing import FAMILIES, REPO, demo_sources, demo_texts, family_checkpoint, hf_translate, open_session
 
@@ -216,6 +217,8 @@ def matrix(
         {"name": name, "kind": "text" if _needs_extensions(name) else "utf8", "model": str(path), "batches": b}
         for name, (path, b) in family_files.items()
     ]
+    for job in jobs:  # the session config entries each file asks for, set as a host would
+        job["config"] = read_file_info(job["model"]).session_config
     request.write_text(json.dumps({"jobs": jobs}), encoding="utf-8")
     no_library = tmp_path_factory.mktemp("request") / "request.json"  # the cells without extensions
     no_library.write_text(json.dumps({"jobs": [job for job in jobs if job["kind"] != "text"]}), encoding="utf-8")

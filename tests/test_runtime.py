@@ -10,10 +10,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import onnxruntime as ort
 import pytest
 from transformers import MarianMTModel, MarianTokenizer
 
 from graphgen import GraphgenError, Translator, export
+from graphgen.contract import LAYER_ASSIGNMENT, TEXT_ON_CPU, TEXT_UTF8, TRANSLATION
+from graphgen.runtime.translator import utf8_batch
 from graphgen.testing import FAMILIES, REPO, TextFiles, demo_sources, demo_test_pairs, hf_translate
 
 SOURCES = demo_sources()
@@ -68,6 +71,18 @@ def test_memory_patterns_are_off(demo_onnx: Path) -> None:
     translator = Translator(demo_onnx)
     assert translator._session.get_session_options().enable_mem_pattern is False
     assert translator.translate(SOURCES[:4]) == translator.translate(SOURCES[:4])
+
+
+def test_the_session_gets_the_settings_the_file_asks_for(demo_onnx: Path) -> None:
+    """The file's metadata asks for the layer assignment that keeps the tokenizer and detokenizer on
+    the CPU next to a GPU provider (contract.TEXT_ON_CPU); Translator sets it, and the translations
+    on the CPU are those of a session without it."""
+    translator = Translator(demo_onnx)
+    options = translator._session.get_session_options()
+    assert options.get_session_config_entry(LAYER_ASSIGNMENT) == TEXT_ON_CPU[LAYER_ASSIGNMENT]
+    plain = ort.InferenceSession(str(demo_onnx), providers=["CPUExecutionProvider"])
+    (expected,) = plain.run([TRANSLATION], {TEXT_UTF8: utf8_batch(SOURCES[:8])})
+    assert translator.translate(SOURCES[:8]) == expected[:, 0].tolist()
 
 
 def test_threads_give_serial_results(demo_onnx: Path) -> None:

@@ -60,12 +60,17 @@ def extensions_library() -> str:
     raise GraphgenError("onnxruntime-extensions is installed but its custom-op library was not found")
 
 
-def session_options(threads: int | None = None, *, extensions: bool = True) -> ort.SessionOptions:
-    """Options with ORT's load-time notices silenced, and the extensions library registered unless
-    ``extensions`` is false (files with the portable tokenizer, id-level files)."""
+def session_options(
+    threads: int | None = None, *, extensions: bool = True, config: dict[str, str] | None = None
+) -> ort.SessionOptions:
+    """Options with ORT's load-time notices silenced, the extensions library registered unless
+    ``extensions`` is false (files with the portable tokenizer, id-level files), and the session
+    config entries a file asks for (``FileInfo.session_config``)."""
     options = ort.SessionOptions()
     if extensions:
         options.register_custom_ops_library(extensions_library())
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
     # Optional graph inputs carry their defaults as initializers; ORT warns about each one, and
     # logs every failed run as an error on top of raising it.
     options.log_severity_level = 4
@@ -112,8 +117,10 @@ class Translator:
         path = Path("<bytes>") if isinstance(model, bytes) else Path(model)
         if not isinstance(model, bytes) and not path.is_file():
             raise GraphgenError(f"{path} does not exist")
+        config: dict[str, str] = {}
         try:
-            extensions = read_file_info(model if isinstance(model, bytes) else path).needs_extensions
+            declared = read_file_info(model if isinstance(model, bytes) else path)
+            extensions, config = declared.needs_extensions, declared.session_config
         except (ValueError, UnicodeDecodeError):
             # Not ONNX's protobuf (an .ort file): its metadata is not read here; the library is
             # registered if it is installed, as a file that needs it would ask.
@@ -124,7 +131,7 @@ class Translator:
             with _SESSION_CREATION:
                 self._session = ort.InferenceSession(
                     model if isinstance(model, bytes) else str(path),
-                    session_options(threads, extensions=extensions),
+                    session_options(threads, extensions=extensions, config=config),
                     providers=list(providers or ["CPUExecutionProvider"]),
                 )
         except Exception as error:  # ORT raises several types for unreadable models

@@ -15,8 +15,14 @@ onnxruntime-gpu 1.31.1 binary; paths under ``onnxruntime/``):
   in topological order from the consumers of host outputs (``Shape``'s), each node whose every
   input is a small initializer (≤ 100 elements, outer scopes included), a formal input of its graph,
   or a host value the kernel does not itself take on the host; never a node with a float16 input;
+- a node the session's layer assignment (``session.layer_assignment_settings``, matched against the
+  node's ``layer_ann`` annotation or, unannotated, inherited from the node holding its graph;
+  ``core/framework/layering_annotations.cc``) gives the CPU is not offered to CUDA at all;
 - ``MemcpyTransformer`` (``core/optimizer/transformer_memcpy.cc``) copies a host value into a CUDA
-  node's device input and a device value into a CPU node or a kernel's host input (``cpu_inputs``);
+  node's device input and a device value into a CPU node or a kernel's host input (``cpu_inputs``),
+  once per value and direction;
+- ``Compress`` and ``NonZero`` on the GPU copy their output's size back to the host inside their run
+  (``WAITING_KERNELS``): a wait like a copy;
 - a subgraph's feeds (implicit inputs, a loop's carried values, iteration number and condition,
   the last two made on the host) are copied on every execution when they live elsewhere than
   where the subgraph's nodes read them; a loop's carried outputs go back to where its inputs
@@ -38,7 +44,8 @@ from pathlib import Path
 import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
 
-from graphgen._graphs import subgraphs
+from graphgen._graphs import all_graphs, all_nodes, layer, set_layer, subgraphs
+from graphgen.contract import LAYER_ANNOTATION, LAYER_ASSIGNMENT
 
 HOST, DEVICE = "host", "device"
 BOOL, INT32, INT64 = TensorProto.BOOL, TensorProto.INT32, TensorProto.INT64
@@ -81,7 +88,7 @@ KERNELS: dict[str, Kernel] = {
     "Equal": _k(_COMPARE | {BOOL}),
     **{op: _k(_COMPARE) for op in ("Greater", "GreaterOrEqual", "Less", "LessOrEqual")},
     "Where": _k(NUMBERS - {INT8, INT16, UINT32, UINT64}, typed=1),
-    "ArgMax": _k({FLOAT, DOUBLE, FLOAT16}),
+    **{op: _k({FLOAT, DOUBLE, FLOAT16}) for op in ("ArgMax", "ArgMin")},
     "LogSoftmax": _k({FLOAT, DOUBLE, FLOAT16}),
     "Softmax": _k({FLOAT, DOUBLE, FLOAT16}),
     **{op: _k(FLOATS) for op in ("MatMul", "Gemm", "Sigmoid", "LayerNormalization", "Erf", "Tanh", "Relu", "Sqrt")},
@@ -89,15 +96,18 @@ KERNELS: dict[str, Kernel] = {
     "CumSum": _k({INT32, INT64, UINT32, UINT64, FLOAT, DOUBLE, FLOAT16}, cpu_in=[1]),
     "TopK": _k(NUMBERS - {UINT32, UINT64, BFLOAT16}, cpu_in=[1]),
     "ReduceSum": _k(FLOATS | {INT32, INT64}, cpu_in=[1]),
+    "ReduceProd": _k({FLOAT, DOUBLE, FLOAT16, INT32}, cpu_in=[1]),
     **{op: _k(FLOATS | {INT32, INT64, INT8, UINT8}, cpu_in=[1]) for op in ("ReduceMax", "ReduceMin")},
     "Range": _k({FLOAT, DOUBLE, INT16, INT32, INT64}, cpu_in=[0, 1, 2]),
     "Pad": _k({FLOAT, DOUBLE, FLOAT16, BOOL}, cpu_in=[1, 2, 3]),
     "GatherND": _k({FLOAT, FLOAT16, DOUBLE, INT64, BFLOAT16, BOOL}),
     "Cast": _k(),
+    "Compress": _k(typed=0),  # tensor/compress.cc (11+); waits for the GPU, see WAITING_KERNELS
     "Concat": _k(),
     "ConstantOfShape": _k(cpu_in=[0]),
     "Expand": _k(cpu_in=[1]),
     "Flatten": _k(),
+    "NonZero": _k({BOOL, UINT8, INT32, INT64, FLOAT, FLOAT16}),
     "Gather": _k(),
     "GatherElements": _k(),
     "Identity": _k(),
@@ -113,10 +123,27 @@ KERNELS: dict[str, Kernel] = {
     "Unsqueeze": _k(cpu_in=[1]),
     "Transpose": _k(),
     "Tile": _k(cpu_in=[1]),
+    # ml/label_encoder.cc (numeric types only; the (input, output) pairs are LABEL_ENCODER_PAIRS)
+    "ai.onnx.ml.LabelEncoder": _k(),
     "com.microsoft.MultiHeadAttention": _k({FLOAT, FLOAT16, BFLOAT16}, cpu_in=[8]),
     "com.microsoft.SkipLayerNormalization": _k({FLOAT, FLOAT16, BFLOAT16}),
     **{f"com.microsoft.{op}": _k(FLOATS) for op in ("QuickGelu", "BiasGelu", "FastGelu", "Gelu")},
 }
+
+# ai.onnx.ml opset 3 (graphgen's files) means LabelEncoder-2, which ml/label_encoder.cc registers
+# (versions 2-3) for these (keys, values) element types; string keys or values stay on the CPU.
+LABEL_ENCODER_PAIRS = frozenset({(FLOAT, INT64), (INT64, FLOAT), (FLOAT, FLOAT), (INT64, INT64)})
+
+# CUDA kernels that copy a count back to the host inside their own run, to size their output
+# (tensor/compress.cc, tensor/nonzero_op.cc: ``cudaMemcpyAsync`` device to host into pageable
+# memory, which returns once the copy is done): each run on the GPU is one wait, like a copy.
+WAITING_KERNELS = frozenset({"Compress", "NonZero"})
+
+# Ops with no CUDA kernel in ONNX Runtime (they run on the CPU parts of a CUDA session): the bitwise
+# ops, the string ops, and onnxruntime-extensions' (``ai.onnx.contrib``) ops.
+HOST_ONLY = frozenset(
+    {"BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "StringConcat", "StringSplit", "RegexFullMatch"}
+)
 
 
 @dataclass(frozen=True)
@@ -136,7 +163,9 @@ class Placement:
 
     sides: dict[str, list[str]] = field(default_factory=dict)
     copies: list[Copy] = field(default_factory=list)
-    unknown: dict[str, set[str]] = field(default_factory=dict)  # per graph: op types KERNELS lacks (on the host)
+    # per graph: op types neither KERNELS nor HOST_ONLY knows (placed on the host)
+    unknown: dict[str, set[str]] = field(default_factory=dict)
+    hazards: list[str] = field(default_factory=list)  # see _place_graph
 
     def per_execution(self, graphs: Iterable[str]) -> list[Copy]:
         """The copies one execution of each of ``graphs`` makes (feeds and fetches included)."""
@@ -160,7 +189,21 @@ def basic_graph(path: Path | str) -> ModelProto:
         options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
         options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
         ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        return onnx.load(str(Path(folder) / "basic.onnx"), load_external_data=False)
+        basic = onnx.load(str(Path(folder) / "basic.onnx"), load_external_data=False)
+    # ONNX Runtime does not write the layering annotations back: they follow the node names, and a
+    # node a rewrite made takes the annotation of the node that makes its first input (the rewrites
+    # give new nodes the annotation of the node they replace; docs/Optimizer_Layering_Annotations.md).
+    names = {node.name for node in all_nodes(header.graph)}
+    annotations = {node.name: value for node in all_nodes(header.graph) if (value := layer(node, LAYER_ANNOTATION))}
+    made_by: dict[str, str] = {}
+    for node in all_nodes(basic.graph):
+        value = annotations.get(node.name)
+        if value is None and node.name not in names and node.input:
+            value = made_by.get(node.input[0])
+        if value is not None:
+            set_layer([node], LAYER_ANNOTATION, value)
+            made_by.update(dict.fromkeys(node.output, value))
+    return basic
 
 
 # onnxruntime-extensions' ops in ``--tokenizer extensions`` files (no CUDA kernels): their
@@ -209,11 +252,17 @@ def _kernel(node: onnx.NodeProto, types: dict[str, int]) -> Kernel | None:
         return None
     if node.op_type == "ArgMax" and "select_last_index" in attributes and attributes["select_last_index"].i:
         return None
-    if kernel.types is not None:
-        typed = node.input[kernel.typed_input] if len(node.input) > kernel.typed_input else ""
-        if types.get(typed) not in kernel.types:
-            return None
+    typed = node.input[kernel.typed_input] if len(node.input) > kernel.typed_input else ""
+    if kernel.types is None and types.get(typed) == TensorProto.STRING:  # fixed-size types only
+        return None
+    if kernel.types is not None and types.get(typed) not in kernel.types:
+        return None
     if node.op_type == "Cast" and types.get(node.input[0]) == TensorProto.STRING:
+        return None
+    if (
+        node.op_type == "LabelEncoder"
+        and (types.get(node.input[0]), types.get(node.output[0])) not in LABEL_ENCODER_PAIRS
+    ):
         return None
     return kernel
 
@@ -227,26 +276,70 @@ class _Scope:
     initializers: set[str]
 
 
-def place(model: ModelProto) -> Placement:
-    """Model the CUDA provider's placement of ``model`` (see the module docstring)."""
+def cpu_layers(config: dict[str, str]) -> tuple[set[str], set[str]]:
+    """The annotation prefixes and exact annotations that ``config``'s layer assignment
+    (``session.layer_assignment_settings``, ``device(prefix, =exact, ...); ...``) sends to the CPU."""
+    prefixes: set[str] = set()
+    exact: set[str] = set()
+    for rule in config.get(LAYER_ASSIGNMENT, "").split(";"):
+        device, _, names = rule.strip().partition("(")
+        if device.strip() != "cpu":
+            continue
+        for name in names.rstrip(")").split(","):
+            name = name.strip()
+            if name.startswith("="):
+                exact.add(name[1:])
+            elif name:
+                prefixes.add(name)
+    return prefixes, exact
+
+
+def place(model: ModelProto, config: dict[str, str] | None = None) -> Placement:
+    """Model the CUDA provider's placement of ``model`` (see the module docstring) in a session with
+    the session config entries ``config`` (the layer assignment is the one modelled)."""
     types = element_types(model)
     placement = Placement()
     inputs = {value.name: HOST for value in model.graph.input}
-    _place_graph(model.graph, _Scope({}, set(), set()), types, placement, formal=inputs)
+    rules = cpu_layers(config or {})
+    _place_graph(model.graph, _Scope({}, set(), set()), types, placement, formal=inputs, rules=rules)
     return placement
 
 
+def _on_cpu(node: onnx.NodeProto, rules: tuple[set[str], set[str]], inherited: bool) -> bool:
+    """Whether the layer assignment sends ``node`` to the CPU (``layering_annotations.cc``: its own
+    annotation when a rule matches it, else its parent node's assignment)."""
+    annotation = layer(node, LAYER_ANNOTATION)
+    if annotation:
+        prefixes, exact = rules
+        if annotation in exact or any(annotation.startswith(prefix) for prefix in prefixes):
+            return True
+    return inherited
+
+
 def _place_graph(
-    graph: GraphProto, outer: _Scope, types: dict[str, int], placement: Placement, formal: dict[str, str]
+    graph: GraphProto,
+    outer: _Scope,
+    types: dict[str, int],
+    placement: Placement,
+    formal: dict[str, str],
+    rules: tuple[set[str], set[str]] = (set(), set()),
+    inherited: bool = False,
 ) -> dict[str, str]:
-    """Place ``graph``'s nodes; ``formal`` maps its formal inputs to where they are fed from.
-    Returns the side each value of the graph ends on (where its nodes read it)."""
+    """Place ``graph``'s nodes; ``formal`` maps its formal inputs to where they are fed from;
+    ``rules``: the layer assignment's CPU annotations, ``inherited``: the parent node is assigned to
+    the CPU. Returns the side each value of the graph ends on (where its nodes read it)."""
     initializers = {t.name for t in graph.initializer}
     small = outer.small | {t.name for t in graph.initializer if _elements(t) <= SMALL_INITIALIZER}
     known = outer.initializers | initializers
     nodes = list(graph.node)
-    kernels = [_kernel(node, types) for node in nodes]
-    placement.unknown[graph.name] = {node.op_type for node in nodes if _key(node) not in KERNELS}
+    # A node the layer assignment gives the CPU is not offered to CUDA (graph_partitioner.cc).
+    assigned = [_on_cpu(node, rules, inherited) for node in nodes]
+    kernels = [None if assigned[i] else _kernel(node, types) for i, node in enumerate(nodes)]
+    placement.unknown[graph.name] = {
+        node.op_type
+        for node in nodes
+        if _key(node) not in KERNELS and node.op_type not in HOST_ONLY and node.domain != "ai.onnx.contrib"
+    }
     producer = {name: index for index, node in enumerate(nodes) for name in node.output if name}
     consumers: dict[str, list[int]] = {}
     for index, node in enumerate(nodes):
@@ -272,6 +365,11 @@ def _place_graph(
             continue
         visited.add(index)
         node, kernel = nodes[index], kernels[index]
+        if assigned[index]:
+            # GetCpuPreferredNodes follows host values to all their readers but looks each up in the
+            # graph CUDA was offered, which lacks the nodes assigned to the CPU: a null node,
+            # dereferenced (fallback_cpu_capability.cc, 1.30). Recorded: files must not do this.
+            placement.hazards.append(f"{graph.name}: {node.name}, assigned to the CPU, reads a host value of the GPU's")
         if kernel is None:  # runs on the CPU anyway: its outputs are host values
             host_values.update(name for name in node.output if name)
             candidates.update(c for name in node.output for c in consumers.get(name, []))
@@ -327,14 +425,18 @@ def _place_graph(
         if source != target:
             placement.copies.append(Copy(graph.name, name, f"to {target}", "feed"))
 
-    # Copies between this graph's own nodes.
+    # Copies between this graph's own nodes (MemcpyTransformer makes one per value and direction,
+    # shared by the value's readers on that side), and the counts waiting kernels copy back.
+    copied: set[tuple[str, str]] = set()
     for index, node in enumerate(nodes):
+        if node.op_type in WAITING_KERNELS and sides[index] == DEVICE:
+            placement.copies.append(Copy(graph.name, node.output[0], "to host", f"{node.op_type} output size"))
         for slot, name in enumerate(node.input):
             made = produced_side(name) if name else None
-            if made is not None and made != wanted_side(index, slot):
-                placement.copies.append(
-                    Copy(graph.name, name, f"to {wanted_side(index, slot)}", f"{node.op_type} input {slot}")
-                )
+            wanted = wanted_side(index, slot)
+            if made is not None and made != wanted and (name, wanted) not in copied:
+                copied.add((name, wanted))
+                placement.copies.append(Copy(graph.name, name, f"to {wanted}", f"{node.op_type} input {slot}"))
 
     locations = dict(outer.locations)
     locations.update({name: feed_target.get(name, side) for name, side in formal.items()})
@@ -356,7 +458,7 @@ def _place_graph(
                 sub_formal[sub.input[1].name] = HOST  # condition
                 for slot, info in enumerate(sub.input[2:], start=2):  # where the Loop node reads them
                     sub_formal[info.name] = wanted_side(index, slot)
-            inner = _place_graph(sub, scope, types, placement, sub_formal)
+            inner = _place_graph(sub, scope, types, placement, sub_formal, rules, assigned[index])
             for slot, info in enumerate(sub.output):
                 made = inner.get(info.name, DEVICE)
                 if node.op_type == "Loop" and slot == 0:  # the condition, read on the host
@@ -375,6 +477,60 @@ def _elements(tensor: TensorProto) -> int:
     for dim in tensor.dims:
         count *= dim
     return count
+
+
+@dataclass(frozen=True)
+class Call:
+    """What one ``session.run`` would do on the GPU, as modelled: the waits for the GPU (copies to
+    the host and sizes copied back inside kernels), the copies to the GPU, and the kernels run there."""
+
+    waits: int
+    copies_to_gpu: int
+    kernels: int
+
+
+def per_call(path: Path | str, feeds: dict, config: dict[str, str] | None = None) -> Call:
+    """Model one ``session.run(None, feeds)`` of the file at ``path`` in a CUDA session with the
+    session config entries ``config``: each graph's copies count once per execution of that graph,
+    and executions are those of a profiled run of the same call on the CPU (at ONNX Runtime's basic
+    level, so that node names match :func:`basic_graph`'s)."""
+    import json
+
+    import onnxruntime as ort
+
+    from graphgen.contract import read_file_info
+    from graphgen.runtime.translator import session_options
+
+    basic = basic_graph(path)
+    placement = place(basic, config)
+    with tempfile.TemporaryDirectory() as folder:
+        options = session_options(extensions=read_file_info(path).needs_extensions)
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(folder) / "profile")
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        session.run(None, feeds)
+        events = json.loads(Path(session.end_profiling()).read_text(encoding="utf-8"))
+    suffix = "_kernel_time"
+    runs: dict[str, int] = {}
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith(suffix):
+            runs[event["name"][: -len(suffix)]] = runs.get(event["name"][: -len(suffix)], 0) + 1
+    graphs = {graph.name: list(graph.node) for graph in all_graphs(basic.graph)}
+    waits = to_gpu = kernels = 0
+    for name, sides in placement.sides.items():
+        nodes = graphs[name]
+        executions = max((runs.get(node.name, 0) for node in nodes), default=0)
+        copies = placement.per_execution([name])
+        back = sum(1 for copy in copies if copy.direction == f"to {HOST}")
+        waits += back * executions
+        to_gpu += (len(copies) - back) * executions
+        kernels += sum(
+            runs.get(node.name, 0)
+            for node, side in zip(nodes, sides, strict=True)
+            if side == DEVICE and node.op_type not in ("If", "Loop")
+        )
+    return Call(waits, to_gpu, kernels)
 
 
 # The branches of graphgen's loop body a usual decoding step runs: not the first step (which forces

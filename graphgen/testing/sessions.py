@@ -33,7 +33,8 @@ def open_session(
 
     The onnxruntime-extensions library is registered only when the file's metadata says it needs it
     (``--tokenizer extensions``), as a host does; ``extensions`` decides instead for graphs built in a
-    test, which carry no metadata. ORT's load-time notices are silenced (``session_options``).
+    test, which carry no metadata. The session config entries the file asks for are set, and ORT's
+    load-time notices silenced (``session_options``).
     """
     import onnxruntime as ort
 
@@ -47,9 +48,10 @@ def open_session(
         source = str(model)
     else:
         source = model.SerializeToString()
+    declared = read_file_info(source if isinstance(source, bytes) else Path(source))
     if extensions is None:
-        extensions = read_file_info(source if isinstance(source, bytes) else Path(source)).needs_extensions
-    options = session_options(threads, extensions=extensions)
+        extensions = declared.needs_extensions
+    options = session_options(threads, extensions=extensions, config=declared.session_config)
     return ort.InferenceSession(source, options, providers=list(providers))
 
 

@@ -74,7 +74,7 @@ def verify(
     tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
     hf_model = transformers.AutoModelForSeq2SeqLM.from_pretrained(checkpoint).eval()
     info = read_file_info(model)
-    session = ort.InferenceSession(model, session_options(extensions=info.needs_extensions))
+    session = ort.InferenceSession(model, session_options(extensions=info.needs_extensions, config=info.session_config))
     text_level = info.interface == TEXT_LEVEL
     translator = Translator(model) if text_level else None
     config = hf_model.generation_config
