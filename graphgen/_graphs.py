@@ -57,3 +57,26 @@ def set_layer(nodes: Iterable[NodeProto], key: str, value: str) -> None:
         else:
             entry = node.metadata_props.add()
             entry.key, entry.value = key, value
+
+
+def _defined(graph: GraphProto) -> set[str]:
+    names = {value.name for value in graph.input} | {tensor.name for tensor in graph.initializer}
+    for node in graph.node:
+        names.update(node.output)
+        for sub in subgraphs(node):
+            names |= _defined(sub)
+    return names
+
+
+def _read(graph: GraphProto) -> set[str]:
+    names: set[str] = set()
+    for node in graph.node:
+        names.update(node.input)
+        for sub in subgraphs(node):
+            names |= _read(sub)
+    return names - {""}
+
+
+def implicit_inputs(node: NodeProto) -> set[str]:
+    """The outer values ``node``'s subgraphs read (ONNX Runtime's implicit inputs of the node)."""
+    return {name for sub in subgraphs(node) for name in _read(sub) - _defined(sub)}

@@ -32,33 +32,13 @@ import pytest
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
 
 from graphgen import export
-from graphgen._graphs import layer, set_layer
+from graphgen._graphs import implicit_inputs, layer, set_layer
 from graphgen.contract import LAYER_ANNOTATION, SEQUENCES, TEXT_ON_CPU, read_file_info
 from graphgen.testing import cuda_copies, family_checkpoint
 from graphgen.testing.cuda_copies import DEVICE
 
 # (domain, op type) of the CUDA kernels that admit tensor(string); see the module docstring.
 CUDA_STRING_KERNELS = {("", op) for op in ("Loop", "If", "Scan", "Size", "RandomNormalLike", "RandomUniformLike")}
-
-
-def _defined(graph: GraphProto) -> set[str]:
-    names = {i.name for i in graph.input} | {t.name for t in graph.initializer}
-    for node in graph.node:
-        names |= set(node.output)
-        for attribute in node.attribute:
-            if attribute.type == AttributeProto.GRAPH:
-                names |= _defined(attribute.g)
-    return names
-
-
-def _read(graph: GraphProto) -> set[str]:
-    names = set()
-    for node in graph.node:
-        names |= set(node.input)
-        for attribute in node.attribute:
-            if attribute.type == AttributeProto.GRAPH:
-                names |= _read(attribute.g)
-    return names - {""}
 
 
 def string_on_cuda_kernels(model: ModelProto) -> list[str]:
@@ -71,7 +51,7 @@ def string_on_cuda_kernels(model: ModelProto) -> list[str]:
         for node in graph.node:
             bodies = [a.g for a in node.attribute if a.type == AttributeProto.GRAPH]
             if (node.domain, node.op_type) in CUDA_STRING_KERNELS:
-                implicit = {name for body in bodies for name in _read(body) - _defined(body)}
+                implicit = implicit_inputs(node)
                 for name in [*node.input, *node.output, *sorted(implicit)]:
                     if name and types.get(name, TensorProto.STRING) == TensorProto.STRING:
                         problems.append(f"{node.op_type} {node.name or node.output[0]}: {name}")

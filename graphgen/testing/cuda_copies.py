@@ -44,7 +44,7 @@ from pathlib import Path
 import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
 
-from graphgen._graphs import all_graphs, all_nodes, layer, set_layer, subgraphs
+from graphgen._graphs import all_graphs, all_nodes, implicit_inputs, layer, set_layer, subgraphs
 from graphgen.contract import LAYER_ANNOTATION, LAYER_ASSIGNMENT
 
 HOST, DEVICE = "host", "device"
@@ -341,11 +341,10 @@ def _place_graph(
         if _key(node) not in KERNELS and node.op_type not in HOST_ONLY and node.domain != "ai.onnx.contrib"
     }
     producer = {name: index for index, node in enumerate(nodes) for name in node.output if name}
-    consumers: dict[str, list[int]] = {}
+    consumers: dict[str, list[int]] = {}  # implicit inputs included, as ONNX Runtime's Graph counts them
     for index, node in enumerate(nodes):
-        for name in node.input:
-            if name:
-                consumers.setdefault(name, []).append(index)
+        for name in {*node.input, *implicit_inputs(node)} - {""}:
+            consumers.setdefault(name, []).append(index)
 
     # GetCpuPreferredNodes, in topological order (an ONNX graph lists its nodes in one).
     host_values: set[str] = set()
