@@ -485,22 +485,28 @@ def main() -> None:
         setup = Setup(args.device, args.quick, args.runs, args.work or Path(temporary))
         setup.work.mkdir(parents=True, exist_ok=True)
         report = ["# graphgen on a GPU", ""]
-        report += [f"onnxruntime {ort.__version__}, {platform.platform()}, device {args.device}", ""]
-        report += ["## Parity", "", *parity(setup), ""]
-        report += [f"## Speed (ms, median of {args.runs}, exactly {NEW_TOKENS} new tokens)", ""]
+
+        def add(lines: list[str]) -> None:
+            """Append a section and write the report so far: a run cut short (a borrowed GPU's time
+            limit) still leaves every finished section in the file and on stdout."""
+            report.extend(lines)
+            args.out.write_text("\n".join(report) + "\n", encoding="utf-8")
+            print("\n".join(lines), flush=True)
+
+        add([f"onnxruntime {ort.__version__}, {platform.platform()}, device {args.device}", ""])
+        add(["## Parity", "", *parity(setup), ""])
+        add([f"## Speed (ms, median of {args.runs}, exactly {NEW_TOKENS} new tokens)", ""])
         for shape in args.shapes.split(","):
-            report += [*speed(setup, shape), ""]
-        report += ["## The text file's tokenizer and detokenizer", "", *text_overhead(setup), ""]
+            add([*speed(setup, shape), ""])
+        add(["## The text file's tokenizer and detokenizer", "", *text_overhead(setup), ""])
         if "opus-mt" in args.shapes.split(","):
             # the last section, a diagnosis: its failure must not cost the measurements above
             try:
                 profile = step_profile(setup)
             except Exception as error:  # reported in the file, which still gets written
                 profile = [f"The profile failed: {error!r}"]
-            report += ["## Where a decoding step's time goes", "", *profile, ""]
-    report.append(f"Total {time.perf_counter() - started:.0f} s including exports.")
-    args.out.write_text("\n".join(report) + "\n", encoding="utf-8")
-    print("\n".join(report))
+            add(["## Where a decoding step's time goes", "", *profile, ""])
+        add([f"Total {time.perf_counter() - started:.0f} s including exports."])
 
 
 if __name__ == "__main__":
