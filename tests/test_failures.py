@@ -187,3 +187,29 @@ def test_many_threads_give_serial_results(short_model: tuple[Path, Path]) -> Non
     assert [result for index in range(8) for result in separate[index]] == [
         serial[i] for index in range(8) for i in range(index, 16, 8)
     ]
+
+
+def test_a_provider_that_cannot_run_is_refused(demo_onnx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--providers cuda`` without the onnxruntime-gpu package stops with the package named, not a CPU
+    run in its place; an unknown name is refused with the available ones listed; and a provider
+    ONNX Runtime lists but cannot start (its CUDA libraries missing: ONNX Runtime then falls back to
+    the CPU with a warning the session's options silence) stops Translator with a message."""
+    done = graphgen("translate", demo_onnx, "--providers", "cuda", "Hello.")
+    assert done.returncode == 2, done.stderr
+    assert "no CUDAExecutionProvider" in done.stderr and "onnxruntime-gpu" in done.stderr
+    assert "cpu (CPUExecutionProvider)" in done.stderr
+    done = graphgen("translate", demo_onnx, "--providers", "npu9", "Hello.")
+    assert done.returncode == 2 and "no npu9" in done.stderr, done.stderr
+    done = graphgen("translate", demo_onnx, "--providers", "cpu", "I have three cats.")
+    assert done.returncode == 0 and done.stdout.strip() == Translator(demo_onnx).translate(["I have three cats."])[0]
+
+    import onnxruntime as ort
+
+    from graphgen import GraphgenError
+    from graphgen.runtime.translator import resolve_providers
+
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    providers = resolve_providers(["cuda", "cpu"])
+    assert providers == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    with pytest.raises(GraphgenError, match="could not start CUDAExecutionProvider"):
+        Translator(demo_onnx, providers=providers)

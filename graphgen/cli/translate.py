@@ -62,6 +62,14 @@ def add_parser(commands: Any) -> None:
     translate.add_argument("--batch-size", type=int, default=16, help="texts per session.run (default 16)")
     translate.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads (default: all cores)")
     translate.add_argument(
+        "--providers",
+        default="cpu",
+        help="ONNX Runtime execution providers in order of preference, comma-separated: cpu (the default), "
+        "cuda (needs the onnxruntime-gpu package), tensorrt, rocm, dml, coreml, openvino, or ONNX Runtime's "
+        "own names; a provider that cannot start is an error, not a CPU run (ONNX Runtime 1.25 and later "
+        "keep the tokenizer and detokenizer on the CPU)",
+    )
+    translate.add_argument(
         "--truncate",
         action="store_true",
         help="cut a source longer than the model's limit to that limit (as HF truncation=True) instead of "
@@ -80,9 +88,10 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphgen.runtime.translator import Translator
+    from graphgen.runtime.translator import Translator, resolve_providers
 
-    translator = Translator(args.model, threads=args.threads)
+    providers = resolve_providers(args.providers.split(","))
+    translator = Translator(args.model, threads=args.threads, providers=providers)
     settings = overrides(args)
     settings |= {name: getattr(args, name) for name in LANGUAGE_PARAMETERS if getattr(args, name) is not None}
     try:

@@ -40,7 +40,15 @@ from graphgen.contract import (
     read_file_info,
 )
 
-__all__ = ["FLOAT_PARAMETERS", "INT_PARAMETERS", "LANGUAGE_PARAMETERS", "Translator", "generation_settings"]
+__all__ = [
+    "FLOAT_PARAMETERS",
+    "INT_PARAMETERS",
+    "LANGUAGE_PARAMETERS",
+    "PROVIDER_NAMES",
+    "Translator",
+    "generation_settings",
+    "resolve_providers",
+]
 
 
 def extensions_library() -> str:
@@ -99,6 +107,45 @@ def utf8_batch(texts: Sequence[str]) -> np.ndarray:
     return batch
 
 
+# Short names for ONNX Runtime's execution providers (``graphgen translate --providers``).
+PROVIDER_NAMES = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "rocm": "ROCMExecutionProvider",
+    "migraphx": "MIGraphXExecutionProvider",
+    "dml": "DmlExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+}
+CPU_PROVIDER = PROVIDER_NAMES["cpu"]
+_NEEDS_CUDA_LIBRARIES = {PROVIDER_NAMES["cuda"], PROVIDER_NAMES["tensorrt"]}
+
+
+def resolve_providers(names: Sequence[str]) -> list[str]:
+    """``names`` (short names such as ``cuda``, or ONNX Runtime's own) as ONNX Runtime's provider
+    names, in order, the CPU's last (the string ops and the tokenizer always need it); refused with
+    the available ones listed when this onnxruntime package lacks one. For CUDA and TensorRT, the
+    CUDA and cuDNN libraries of the ``nvidia-*`` pip packages are loaded first when ONNX Runtime can
+    (``onnxruntime.preload_dlls``, 1.21 and later), as ONNX Runtime's install notes ask."""
+    resolved = []
+    for name in names:
+        full = PROVIDER_NAMES.get(name.strip().lower(), name.strip())
+        if full not in resolved:
+            resolved.append(full)
+    available = ort.get_available_providers()
+    missing = [name for name in resolved if name not in available]
+    if missing:
+        hint = " (pip install onnxruntime-gpu in place of onnxruntime)" if PROVIDER_NAMES["cuda"] in missing else ""
+        known = ", ".join(f"{short} ({full})" for short, full in PROVIDER_NAMES.items() if full in available)
+        raise GraphgenError(f"this onnxruntime has no {', '.join(missing)}{hint}; available: {known or available}")
+    if CPU_PROVIDER in resolved:
+        resolved.remove(CPU_PROVIDER)
+    if _NEEDS_CUDA_LIBRARIES & set(resolved) and hasattr(ort, "preload_dlls"):
+        ort.preload_dlls()
+    return [*resolved, CPU_PROVIDER]
+
+
 # ONNX Runtime can fail when two sessions register the extensions library at the same moment
 # ("Trying to add a domain to DomainToVersion map, but the domain is already exist").
 _SESSION_CREATION = threading.Lock()
@@ -136,6 +183,15 @@ class Translator:
                 )
         except Exception as error:  # ORT raises several types for unreadable models
             raise GraphgenError(f"cannot load {path}: {error}") from error
+        # ONNX Runtime falls back to the CPU when a provider cannot start (its libraries missing),
+        # with a warning that the options above silence: a run meant for the GPU would go unnoticed.
+        unused = [name for name in providers or [] if name not in self._session.get_providers()]
+        if unused:
+            raise GraphgenError(
+                f"ONNX Runtime could not start {', '.join(unused)} for {path} (it would run on "
+                f"{', '.join(self._session.get_providers())}); for CUDA: the CUDA and cuDNN libraries "
+                "its onnxruntime-gpu release was built for must be found (see docs/platforms.md, On a GPU)"
+            )
         info = FileInfo(dict(self._session.get_modelmeta().custom_metadata_map))
         if info.interface != TEXT_LEVEL:
             raise GraphgenError(f"{path} is not a text-level graphgen model (export it without --no-tokenizer)")
