@@ -31,8 +31,12 @@ def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) ->
             translate(ray.data.read_text(corpus), model, concurrency=2)
         except Exception as error:
             print(json.dumps({{"refused": str(error)}}))
+        try:
+            translate(ray.data.read_text(corpus), model, concurrency=1, providers=("npu9",))
+        except Exception as error:
+            print(json.dumps({{"refused": str(error)}}))
         rows = ray.data.read_text(corpus, drop_empty_lines=False)
-        taken = translate(rows, model, concurrency=2, cpus_per_actor=0.5, batch_size=16).take_all()
+        taken = translate(rows, model, concurrency=2, cpus_per_actor=0.5, batch_size=16, providers=("cpu",)).take_all()
         print(json.dumps({{"rows": taken}}, ensure_ascii=False))
         translate_text_file(corpus, out, model, concurrency=2, cpus_per_actor=0.5, num_beams=1)
         ray.shutdown()
@@ -41,6 +45,8 @@ def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) ->
     assert done.returncode == 0, done.stderr[-3000:]
     messages = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert "leave less than one of the cluster's 2 CPUs" in messages[0]["refused"]
+    assert "no npu9" in messages[1]["refused"]
+    messages.pop(1)
 
     translator = Translator(demo_onnx)
     single = list(translate_lines(translator, [f"{s}\n".encode() for s in sources], TextLines()))

@@ -17,6 +17,7 @@ than the model's limit, say) keep their place with a null translation and the re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import ray.data
 
 from graphgen._errors import GraphgenError
 from graphgen.runtime.bulk import Item, translate_items
-from graphgen.runtime.translator import Translator, generation_settings
+from graphgen.runtime.translator import Translator, generation_settings, resolve_providers
 
 __all__ = ["TranslateBatch", "translate", "translate_text_file"]
 
@@ -44,9 +45,14 @@ class TranslateBatch:
         threads: int | None,
         truncate: bool | None,
         settings: dict[str, Any],
+        providers: Sequence[str] = ("cpu",),
     ) -> None:
         (source,) = model  # an object-store reference (wrapped, so Ray hands it over unresolved) or a path
-        self.translator = Translator(ray.get(source) if isinstance(source, ray.ObjectRef) else source, threads=threads)
+        self.translator = Translator(
+            ray.get(source) if isinstance(source, ray.ObjectRef) else source,
+            threads=threads,
+            providers=resolve_providers(providers),
+        )
         self.column, self.output_column, self.error_column = column, output_column, error_column
         self.truncate, self.settings = truncate, settings
 
@@ -81,6 +87,8 @@ def translate(
     cpus_per_actor: float | None = None,
     truncate: bool | None = None,
     ship_model: bool = True,
+    providers: Sequence[str] = ("cpu",),
+    gpus_per_actor: float = 0.0,
     **settings: Any,
 ) -> ray.data.Dataset:
     """``dataset`` with ``output_column`` (and ``error_column``) added; rows keep their order.
@@ -90,6 +98,9 @@ def translate(
     least one CPU of the cluster free: Ray Data's read tasks need one, and with none left the
     pipeline waits forever, so that case is refused. ``ship_model=False`` makes each actor open
     ``model`` itself, for files with external data (> 2 GB) that every node can read at one path.
+    ``providers`` (as ``graphgen translate --providers``: ``("cuda",)`` for a GPU) are those of each
+    actor's session, checked by name here and started in the actor; Ray reserves ``gpus_per_actor``
+    GPUs for each (a fraction shares one GPU between actors).
     """
     path = Path(model)
     if not path.is_file():
@@ -105,6 +116,7 @@ def translate(
         )
     if ship_model and path.with_name(path.name + ".data").exists():
         raise GraphgenError(f"{path} keeps its weights in {path.name}.data; pass ship_model=False and a shared path")
+    resolve_providers(providers, here=False)  # a misspelt name fails here; a missing GPU, in the actor
     probe = Translator(path, threads=1)  # fail here, not in an actor, on a bad file or bad settings
     try:
         generation_settings(probe.defaults, probe.max_positions, settings)
@@ -122,11 +134,13 @@ def translate(
             "threads": threads_per_actor,
             "truncate": truncate,
             "settings": dict(settings),
+            "providers": list(providers),
         },
         batch_size=batch_size,
         batch_format="numpy",
         concurrency=concurrency,
         num_cpus=cpus,
+        num_gpus=gpus_per_actor,
     )
     # Output row i is input row i. Execution reads the option from the dataset's own copy of the
     # context, taken when the dataset was made, not from the current one.

@@ -122,18 +122,20 @@ CPU_PROVIDER = PROVIDER_NAMES["cpu"]
 _NEEDS_CUDA_LIBRARIES = {PROVIDER_NAMES["cuda"], PROVIDER_NAMES["tensorrt"]}
 
 
-def resolve_providers(names: Sequence[str]) -> list[str]:
+def resolve_providers(names: Sequence[str], *, here: bool = True) -> list[str]:
     """``names`` (short names such as ``cuda``, or ONNX Runtime's own) as ONNX Runtime's provider
     names, in order, the CPU's last (the string ops and the tokenizer always need it); refused with
     the available ones listed when this onnxruntime package lacks one. For CUDA and TensorRT, the
     CUDA and cuDNN libraries of the ``nvidia-*`` pip packages are loaded first when ONNX Runtime can
-    (``onnxruntime.preload_dlls``, 1.21 and later), as ONNX Runtime's install notes ask."""
+    (``onnxruntime.preload_dlls``, 1.21 and later), as ONNX Runtime's install notes ask.
+    ``here=False`` only checks that ONNX Runtime knows the names (for providers used on another
+    machine, such as a Ray worker's)."""
     resolved = []
     for name in names:
         full = PROVIDER_NAMES.get(name.strip().lower(), name.strip())
         if full not in resolved:
             resolved.append(full)
-    available = ort.get_available_providers()
+    available = ort.get_available_providers() if here else ort.get_all_providers()
     missing = [name for name in resolved if name not in available]
     if missing:
         hint = " (pip install onnxruntime-gpu in place of onnxruntime)" if PROVIDER_NAMES["cuda"] in missing else ""
@@ -141,7 +143,7 @@ def resolve_providers(names: Sequence[str]) -> list[str]:
         raise GraphgenError(f"this onnxruntime has no {', '.join(missing)}{hint}; available: {known or available}")
     if CPU_PROVIDER in resolved:
         resolved.remove(CPU_PROVIDER)
-    if _NEEDS_CUDA_LIBRARIES & set(resolved) and hasattr(ort, "preload_dlls"):
+    if here and _NEEDS_CUDA_LIBRARIES & set(resolved) and hasattr(ort, "preload_dlls"):
         ort.preload_dlls()
     return [*resolved, CPU_PROVIDER]
 
