@@ -187,7 +187,8 @@ class Translator:
             raise GraphgenError(f"cannot load {path}: {error}") from error
         # ONNX Runtime falls back to the CPU when a provider cannot start (its libraries missing),
         # with a warning that the options above silence: a run meant for the GPU would go unnoticed.
-        unused = [name for name in providers or [] if name not in self._session.get_providers()]
+        asked = [entry if isinstance(entry, str) else entry[0] for entry in providers or []]  # or (name, options)
+        unused = [name for name in asked if name not in self._session.get_providers()]
         if unused:
             raise GraphgenError(
                 f"ONNX Runtime could not start {', '.join(unused)} for {path} (it would run on "
