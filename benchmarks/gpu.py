@@ -436,30 +436,55 @@ def text_overhead(setup: Setup) -> list[str]:
     # on ONNX Runtime 1.24 and older, which ignore it: the tokenizer's integer ops then run on the GPU.
     import onnxruntime as ort
 
-    from graphgen.runtime.translator import session_options, utf8_batch
-
-    unassigned = ort.InferenceSession(str(text), session_options(extensions=False), providers=setup.providers)
-    text_feeds = {"text_utf8": utf8_batch(sources), "num_beams": np.array([4], np.int32)}
-    same = unassigned.run(["translation"], text_feeds)[0][:, 0].tolist() == translator.translate(sources, num_beams=4)
-    text_ms = median(lambda: translator.translate(sources, num_beams=4))
-    unassigned_ms = median(lambda: unassigned.run(["translation"], text_feeds))
-    ids_ms = median(lambda: session.run(["sequences"], feeds))
     from graphgen.contract import read_file_info
+    from graphgen.runtime.translator import session_options, utf8_batch
     from graphgen.testing.cuda_copies import per_call
 
-    modelled = [per_call(text, text_feeds, config) for config in (read_file_info(text).session_config, {})]
+    assigned = _session(text, setup.providers)  # open_session sets what the file asks for
+    unassigned = ort.InferenceSession(str(text), session_options(extensions=False), providers=setup.providers)
+    text_feeds = {"text_utf8": utf8_batch(sources), "num_beams": np.array([4], np.int32)}
+    # One long text (1354 characters, cut to the model's positions), decoding stopped after one step:
+    # the tokenizer's share, whose loop runs once per character.
+    long_text = " ".join(demo_sources()[:30])
+    long_feeds = {
+        "text_utf8": utf8_batch([long_text]),
+        "truncate": np.array([True]),
+        "num_beams": np.array([1], np.int32),
+        "max_length": np.array([2], np.int32),
+    }
+    lines = []
+    config = read_file_info(text).session_config
+    for label, inputs in (
+        ("16 test sentences, 4 beams", text_feeds),
+        (f"one {len(long_text)}-character text", long_feeds),
+    ):
+        same = np.array_equal(assigned.run(["translation"], inputs)[0], unassigned.run(["translation"], inputs)[0])
+        with_ms = median(lambda inputs=inputs: assigned.run(["translation"], inputs))
+        without_ms = median(lambda inputs=inputs: unassigned.run(["translation"], inputs))
+        modelled = [per_call(text, inputs, entries) for entries in (config, {})]
+        lines += [
+            f"- {label}: {with_ms:.1f} ms with the layer assignment the file asks for (tokenizer and "
+            f"detokenizer on the CPU), {without_ms:.1f} ms without it (their integer ops on the {setup.device}); "
+            f"translations {'the same' if same else 'DIFFERENT'}. Modelled for a CUDA session "
+            "(graphgen.testing.cuda_copies, from a CPU profile of the same call): "
+            + "; ".join(
+                f"{which}: {call.waits} waits for the GPU, {call.copies_to_gpu} copies to it, "
+                f"{call.kernels} GPU kernels"
+                for which, call in zip(("with it", "without it"), modelled, strict=True)
+            )
+            + "."
+        ]
+    text_ms = median(lambda: translator.translate(sources, num_beams=4))
+    ids_ms = median(lambda: session.run(["sequences"], feeds))
     return [
-        "Modelled for a CUDA session by graphgen.testing.cuda_copies, from a CPU profile of the same call: "
-        + "; ".join(
-            f"{label}: {call.waits} waits for the GPU, {call.copies_to_gpu} copies to it, {call.kernels} GPU kernels"
-            for label, call in zip(("with the setting", "without it"), modelled, strict=True)
-        )
-        + ".",
+        f"Demo model, 16 test sentences, 4 beams, on {setup.device}: text file (Translator) {text_ms:.1f} ms, "
+        f"id-level file {ids_ms:.1f} ms: tokenizer + detokenizer {text_ms - ids_ms:.1f} ms.",
         "",
-        f"Demo model, 16 test sentences, 4 beams, on {setup.device}: text file {text_ms:.1f} ms, id-level file "
-        f"{ids_ms:.1f} ms: tokenizer + detokenizer {text_ms - ids_ms:.1f} ms (on the CPU, the layer "
-        f"assignment the file asks for). Without that setting (the tokenizer's integer ops on the GPU): "
-        f"{unassigned_ms:.1f} ms, translations {'the same' if same else 'DIFFERENT'}.",
+        "The text file in a session with and without the setting `session.layer_assignment_settings` = "
+        f"`{config.get('session.layer_assignment_settings', '')}` (ONNX Runtime 1.25 and later; 1.24 and older "
+        "ignore it):",
+        "",
+        *lines,
     ]
 
 
