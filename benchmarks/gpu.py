@@ -438,7 +438,7 @@ def text_overhead(setup: Setup) -> list[str]:
 
     from graphgen.contract import read_file_info
     from graphgen.runtime.translator import session_options, utf8_batch
-    from graphgen.testing.cuda_copies import per_call
+    from graphgen.testing.cuda_copies import per_call, profile
 
     assigned = _session(text, setup.providers)  # open_session sets what the file asks for
     unassigned = ort.InferenceSession(str(text), session_options(extensions=False), providers=setup.providers)
@@ -461,7 +461,8 @@ def text_overhead(setup: Setup) -> list[str]:
         same = np.array_equal(assigned.run(["translation"], inputs)[0], unassigned.run(["translation"], inputs)[0])
         with_ms = median(lambda inputs=inputs: assigned.run(["translation"], inputs))
         without_ms = median(lambda inputs=inputs: unassigned.run(["translation"], inputs))
-        modelled = [per_call(text, inputs, entries) for entries in (config, {})]
+        run = profile(text, inputs)  # one CPU run, modelled with the setting and without it
+        modelled = [per_call(run, entries) for entries in (config, {})]
         lines += [
             f"- {label}: {with_ms:.1f} ms with the layer assignment the file asks for (tokenizer and "
             f"detokenizer on the CPU), {without_ms:.1f} ms without it (their integer ops on the {setup.device}); "

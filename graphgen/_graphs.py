@@ -38,9 +38,6 @@ def all_initializers(graph: GraphProto) -> Iterator[TensorProto]:
         yield from each.initializer
 
 
-__all__ = ["all_graphs", "all_initializers", "all_nodes", "subgraphs"]
-
-
 def layer(node: NodeProto, key: str) -> str | None:
     """The value of ``node``'s metadata entry ``key`` (ONNX Runtime's layering annotation is ``layer_ann``)."""
     return next((entry.value for entry in node.metadata_props if entry.key == key), None)
@@ -80,3 +77,6 @@ def _read(graph: GraphProto) -> set[str]:
 def implicit_inputs(node: NodeProto) -> set[str]:
     """The outer values ``node``'s subgraphs read (ONNX Runtime's implicit inputs of the node)."""
     return {name for sub in subgraphs(node) for name in _read(sub) - _defined(sub)}
+
+
+__all__ = ["all_graphs", "all_initializers", "all_nodes", "implicit_inputs", "layer", "set_layer", "subgraphs"]

@@ -181,7 +181,7 @@ class Translator:
                 self._session = ort.InferenceSession(
                     model if isinstance(model, bytes) else str(path),
                     session_options(threads, extensions=extensions, config=config),
-                    providers=list(providers or ["CPUExecutionProvider"]),
+                    providers=list(providers or [CPU_PROVIDER]),
                 )
         except Exception as error:  # ORT raises several types for unreadable models
             raise GraphgenError(f"cannot load {path}: {error}") from error

@@ -37,6 +37,7 @@ them once per session), later fusions, and memory types beyond host and device.
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,19 +177,49 @@ class Placement:
 def basic_graph(path: Path | str) -> ModelProto:
     """The graph after ONNX Runtime's level-1 rewrites (constant folding and the like), which run
     before the providers are chosen; the weights are left out of the copy."""
+    return _basic_session(path).graph
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A file's level-1 graph (:func:`basic_graph`) and how many times each of its nodes ran (by
+    name) in one ``session.run`` on the CPU."""
+
+    graph: ModelProto
+    runs: Counter[str]
+
+
+def profile(path: Path | str, feeds: dict) -> Profile:
+    """:func:`basic_graph` and the node runs of ``session.run(None, feeds)``, from one session."""
+    return _basic_session(path, feeds)
+
+
+def _basic_session(path: Path | str, feeds: dict | None = None) -> Profile:
+    import json
+
     import onnxruntime as ort
 
     from graphgen.runtime.translator import session_options
 
     header = onnx.load(str(path), load_external_data=False)
     extensions = any(opset.domain == "ai.onnx.contrib" for opset in header.opset_import)
+    runs: Counter[str] = Counter()
     with tempfile.TemporaryDirectory() as folder:
         options = session_options(extensions=extensions)
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.optimized_model_filepath = str(Path(folder) / "basic.onnx")
         options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
         options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
-        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        if feeds is not None:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(Path(folder) / "profile")
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        if feeds is not None:
+            session.run(None, feeds)
+            suffix = "_kernel_time"
+            for event in json.loads(Path(session.end_profiling()).read_text(encoding="utf-8")):
+                if event.get("cat") == "Node" and event["name"].endswith(suffix):
+                    runs[event["name"][: -len(suffix)]] += 1
         basic = onnx.load(str(Path(folder) / "basic.onnx"), load_external_data=False)
     # ONNX Runtime does not write the layering annotations back: they follow the node names, and a
     # node a rewrite made takes the annotation of the node that makes its first input (the rewrites
@@ -203,7 +234,7 @@ def basic_graph(path: Path | str) -> ModelProto:
         if value is not None:
             set_layer([node], LAYER_ANNOTATION, value)
             made_by.update(dict.fromkeys(node.output, value))
-    return basic
+    return Profile(basic, runs)
 
 
 # onnxruntime-extensions' ops in ``--tokenizer extensions`` files (no CUDA kernels): their
@@ -488,46 +519,24 @@ class Call:
     kernels: int
 
 
-def per_call(path: Path | str, feeds: dict, config: dict[str, str] | None = None) -> Call:
-    """Model one ``session.run(None, feeds)`` of the file at ``path`` in a CUDA session with the
-    session config entries ``config``: each graph's copies count once per execution of that graph,
-    and executions are those of a profiled run of the same call on the CPU (at ONNX Runtime's basic
-    level, so that node names match :func:`basic_graph`'s)."""
-    import json
-
-    import onnxruntime as ort
-
-    from graphgen.contract import read_file_info
-    from graphgen.runtime.translator import session_options
-
-    basic = basic_graph(path)
-    placement = place(basic, config)
-    with tempfile.TemporaryDirectory() as folder:
-        options = session_options(extensions=read_file_info(path).needs_extensions)
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.enable_profiling = True
-        options.profile_file_prefix = str(Path(folder) / "profile")
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        session.run(None, feeds)
-        events = json.loads(Path(session.end_profiling()).read_text(encoding="utf-8"))
-    suffix = "_kernel_time"
-    runs: dict[str, int] = {}
-    for event in events:
-        if event.get("cat") == "Node" and event["name"].endswith(suffix):
-            runs[event["name"][: -len(suffix)]] = runs.get(event["name"][: -len(suffix)], 0) + 1
-    graphs = {graph.name: list(graph.node) for graph in all_graphs(basic.graph)}
+def per_call(run: Profile, config: dict[str, str] | None = None) -> Call:
+    """Model the profiled ``session.run`` (:func:`profile`) in a CUDA session with the session config
+    entries ``config``: each graph's copies count once per execution of that graph, executions being
+    those of the CPU run (the same data take the same branches)."""
+    placement = place(run.graph, config)
+    graphs = {graph.name: list(graph.node) for graph in all_graphs(run.graph.graph)}
     waits = to_gpu = kernels = 0
     for name, sides in placement.sides.items():
         nodes = graphs[name]
-        executions = max((runs.get(node.name, 0) for node in nodes), default=0)
+        executions = max((run.runs[node.name] for node in nodes), default=0)
         copies = placement.per_execution([name])
         back = sum(1 for copy in copies if copy.direction == f"to {HOST}")
         waits += back * executions
         to_gpu += (len(copies) - back) * executions
         kernels += sum(
-            runs.get(node.name, 0)
+            run.runs[node.name]
             for node, side in zip(nodes, sides, strict=True)
-            if side == DEVICE and node.op_type not in ("If", "Loop")
+            if side == DEVICE and node.op_type not in ("If", "Loop")  # control flow launches no kernel
         )
     return Call(waits, to_gpu, kernels)
 
