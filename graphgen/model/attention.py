@@ -38,8 +38,9 @@ class Attention(Layers):
             mask_filter_value=float(self.masked),
         )
 
-    def cross_attention(self, q: str, k: str, v: str, heads: int, bias: str) -> str:
-        """Attention of ``q`` ``[B, 1, D]`` over the ``[B, H, S, D/H]`` cross caches.
+    def cross_attention(self, q: str, k: str, v: str, heads: int, bias: str, *, query_bias: str = "") -> str:
+        """Attention of ``q`` ``[B, 1, D]`` over the ``[B, H, S, D/H]`` cross caches (``query_bias``:
+        ``MultiHeadAttention``'s bias input, see ``cross_query``).
 
         The padding goes in as an additive ``padding_bias`` rather than as the key padding mask:
         ONNX Runtime 1.17-1.20 misapply that mask when key and value come as such caches (padded
@@ -47,7 +48,11 @@ class Attention(Layers):
         (a masked score becomes the float32 minimum either way, whose exponent is exactly 0).
         """
         return self.b.op(
-            "MultiHeadAttention", [q, k, v, "", "", bias], domain=MS_DOMAIN, num_heads=heads, scale=self.scale(heads)
+            "MultiHeadAttention",
+            [q, k, v, query_bias, "", bias],
+            domain=MS_DOMAIN,
+            num_heads=heads,
+            scale=self.scale(heads),
         )
 
     def padding_bias(self, mask: str, heads: int) -> str:

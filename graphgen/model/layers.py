@@ -75,6 +75,21 @@ class Layers:
         y = self.weights.fused_matmul(b, x, fused, names, "" if left else bias)
         return b.op_multi("Split", [y], len(prefixes), axis=-1, num_outputs=len(prefixes)), left
 
+    def cross_query(self, x: str, prefix: str) -> tuple[str, str]:
+        """The cross-attention query projection ``prefix.q`` and the bias still to add to it:
+        ``MultiHeadAttention``'s bias input, ``[q bias, 0, 0]`` (it adds nothing to keys and values
+        given as caches; ONNX Runtime's CPU and CUDA kernels add the query's part as the ``Add`` did,
+        bit for bit on the CPU from 1.17 to 1.32), one node fewer per layer on every step. ``""`` if
+        there is none or the weight format keeps it with the matmul (``keeps_bias``: int8, int4)."""
+        if not self.spec.linear_bias or self.weights.keeps_bias:
+            return self.linear(x, f"{prefix}.q"), ""
+        weight = self.spec.weight_name(f"{prefix}.q.weight")
+        query_bias = self.spec.weight(f"{prefix}.q.bias")
+        bias = self.b.derived(
+            f"{weight}.attention_bias", np.concatenate([query_bias, np.zeros(2 * query_bias.size, query_bias.dtype)])
+        )
+        return self.weights.matmul(self.b, x, weight, ""), bias
+
     def layer_norm(self, x: str, prefix: str) -> str:
         b = self.b
         if self.spec.norm == "rms":  # T5: x / sqrt(mean(x²) + eps) * weight; no mean, no bias

@@ -93,8 +93,8 @@ class Transformer(Attention, Positions):
                 return self.linear(attended, f"{prefix}.self_attn.out")
 
             def attend_source(h: str, prefix: str = prefix, index: int = index) -> str:
-                q = self.linear(h, f"{prefix}.encoder_attn.q")
-                attended = self.cross_attention(q, *cross[index], heads, cross_bias)
+                q, query_bias = self.cross_query(h, f"{prefix}.encoder_attn")
+                attended = self.cross_attention(q, *cross[index], heads, cross_bias, query_bias=query_bias)
                 return self.linear(attended, f"{prefix}.encoder_attn.out")
 
             x = self.sublayer(x, f"{prefix}.self_attn_layer_norm", attend_self)
