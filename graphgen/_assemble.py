@@ -60,7 +60,7 @@ from graphgen.custom_ops.builder import (
 from graphgen.custom_ops.text import join_strings
 from graphgen.custom_ops.utf8 import join_bytes
 from graphgen.deploy.save import StreamedWeights
-from graphgen.model.placement import Initializer, add_initializers, attach_weights, weight_values
+from graphgen.model.placement import Initializer, WeightValues, add_initializers, attach_weights
 from graphgen.model.spec import ModelSpec
 from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
 from graphgen.search import SEARCHES
@@ -129,11 +129,12 @@ def _search_core(
     float16: bool = False,
     streamed: StreamedWeights | None = None,
 ) -> SearchCore:
-    """``streamed``: the weights go to an external data file, which ONNX Runtime memory-maps (the
-    weight formats lay some tables out for that, see ``model.weights``)."""
+    """``streamed``: the weights go to a data file as they are added; when it is the file's external
+    data, ONNX Runtime memory-maps it (the weight formats lay some tables out for that, see
+    ``model.weights``)."""
     chosen = SEARCHES[search]
     chosen.check(spec, quantization)
-    return chosen.build_core(spec, quantization, too_long_remedy, float16, streamed is not None)
+    return chosen.build_core(spec, quantization, too_long_remedy, float16, streamed is not None and streamed.mapped)
 
 
 def build_id_model(
@@ -147,7 +148,7 @@ def build_id_model(
 ) -> ModelProto:
     """ids in, ids out: the search over the encoder and decoder (``float16``, ``int4``: loop search only).
 
-    With ``streamed`` the weights go to that external data file as they are added (``deploy.save``)."""
+    With ``streamed`` the weights go to that data file as they are added (``deploy.save``)."""
     quantization = _quantization(int8, int4)
     core = _search_core(spec, quantization, "pass at most that many ids per row", search, float16, streamed)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs)
@@ -351,7 +352,7 @@ def standalone_subgraph(spec: ModelSpec, part: tuple[GraphProto, GraphBuilder]) 
     graph, builder = part
     standalone = GraphProto()
     standalone.CopyFrom(graph)
-    for name, array in weight_values(spec, [builder]).items():
+    for name, array in WeightValues(spec, [builder]).items():
         standalone.initializer.append(numpy_helper.from_array(array, name))
     for name in sorted(builder.outer_used):
         standalone.input.append(helper.make_tensor_value_info(name, INT32, [1]))

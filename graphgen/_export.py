@@ -114,12 +114,15 @@ def export(
         f"building graphs ({search} search): {spec.architecture}, {spec.encoder_layers}+{spec.decoder_layers} layers, "
         f"d_model {spec.d_model}, vocab {spec.target_vocab_size}"
     )
-    # A model past protobuf's limit goes to its data file weight by weight as it is assembled (the
-    # op's float16 pass converts a finished model, so that one is built in memory).
+    # The weights go to a data file as the model is assembled, so that they are never all in memory:
+    # it becomes the model's external data (with external_data, or past protobuf's 2 GB limit), or
+    # save_model copies them into the one .onnx file. The op's float16 pass converts a finished
+    # model, so that one is built in memory.
     share = 0.25 if int8 else 0.14 if int4 else 0.5 if fp16 else 1.0
     weight_bytes = share * sum(array.nbytes for array in spec.weights.values())
-    stream = (external_data or past_protobuf_limit(weight_bytes)) and not (fp16 and not float16_layers)
-    with streamed_weights(path) if stream else contextlib.nullcontext() as streamed:
+    external = external_data or past_protobuf_limit(weight_bytes)
+    stream = not (fp16 and not float16_layers)
+    with streamed_weights(path, mapped=external) if stream else contextlib.nullcontext() as streamed:
         if vocabulary is None or kind is None:
             onnx_model = build_id_model(
                 spec, int8=int8, int4=int4, search=search, float16=float16_layers, streamed=streamed

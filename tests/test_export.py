@@ -17,7 +17,7 @@ from graphgen import CheckpointError, OutputPathError, UnsupportedModelError, ex
 from graphgen._assemble import build_id_model
 from graphgen._graphs import all_initializers
 from graphgen.checkpoint.load import load_checkpoint
-from graphgen.deploy.save import save_model
+from graphgen.deploy.save import save_model, streamed_weights
 from graphgen.deploy.shared_data import UNPACKED, merge_shared_data, node_inputs
 from graphgen.testing import open_session, random_marian
 
@@ -289,6 +289,47 @@ def test_large_exports_stream_their_weights_to_the_data_file(
         expected = {name: array for name, array in expected.items() if "/" not in name}
     assert got.keys() == expected.keys()
     assert all(np.array_equal(got[name], expected[name]) for name in expected)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"search": "loop"}, {"search": "op"}, {"float16": True}, {"int8": True}, {"int4": True}],
+    ids=["loop", "op", "fp16", "int8", "int4"],
+)
+def test_one_file_takes_its_weights_from_where_they_were_streamed(
+    demo_dir: Path, tmp_path: Path, options: dict
+) -> None:
+    """A file under 2 GB is written from the data file its weights went to as the model was assembled
+    (``deploy.inline``), so they are never all in memory: the same model as protobuf serializes
+    whole, subgraph weights (the op's) included, and no data file or staging left behind."""
+    options = {"search": "loop", **options}
+    whole = build_id_model(load_checkpoint(demo_dir).spec, **options)
+    save_model(whole, tmp_path / "whole.onnx")
+    with streamed_weights(tmp_path / "streamed.onnx", mapped=False) as streamed:
+        model = build_id_model(load_checkpoint(demo_dir).spec, streamed=streamed, **options)
+        external = [t for t in all_initializers(model.graph) if t.data_location == onnx.TensorProto.EXTERNAL]
+        assert len(external) > 20
+        written = save_model(model, tmp_path / "streamed.onnx", streamed)
+    assert written == [tmp_path / "streamed.onnx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["streamed.onnx", "whole.onnx"]
+    assert (tmp_path / "streamed.onnx").stat().st_size == (tmp_path / "whole.onnx").stat().st_size
+    assert onnx.load(str(tmp_path / "streamed.onnx")) == onnx.load(str(tmp_path / "whole.onnx"))
+
+
+def test_streamed_weights_past_the_limit_stay_external(
+    demo_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Protobuf cannot parse one file past 2 GB: weights streamed for one file that turns out larger
+    than that are moved beside it as its external data instead, and the file runs."""
+    with streamed_weights(tmp_path / "model.onnx", mapped=False) as streamed:
+        model = build_id_model(load_checkpoint(demo_dir).spec, search="loop", streamed=streamed)
+        monkeypatch.setattr("graphgen.deploy.save.EXTERNAL_DATA_THRESHOLD", 1024)
+        written = save_model(model, tmp_path / "model.onnx", streamed)
+    assert [p.name for p in written] == ["model.onnx", "model.onnx.data"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "model.onnx.data"]
+    ids = np.array([[2, 5, 6, 0]], dtype=np.int32)
+    sequences = open_session(tmp_path / "model.onnx").run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+    assert sequences[0].shape[0] == 1
 
 
 @pytest.mark.parametrize("options", [{}, {"int8": True}, {"int4": True}, {"float16": True}], ids=str)

@@ -1,5 +1,8 @@
 """The last stage: write the model atomically, with external data when protobuf cannot hold it.
 
+The weights reach the disk as the model is assembled (``StreamedWeights``): into the external data
+file, or into a staging file that ``deploy.inline`` copies into the one ``.onnx``.
+
 The file appears at its final path only once it is complete (written into a staging directory
 beside it, then ``os.replace``d), so an interrupted export never leaves a half-written model that
 a later ``InferenceSession`` would choke on. A staging directory is named after the process that
@@ -23,6 +26,8 @@ from onnx import ModelProto
 
 from graphgen._errors import OutputPathError
 from graphgen._graphs import all_initializers
+from graphgen.checkpoint.safetensors import release_pages
+from graphgen.deploy.inline import inline_size, write_inline
 from graphgen.deploy.shared_data import separate_unpacked_readers
 
 EXTERNAL_DATA_THRESHOLD = int(1.8 * 2**30)  # leave room for the graph itself
@@ -97,20 +102,24 @@ def past_protobuf_limit(weight_bytes: float) -> bool:
 DATA_ALIGNMENT = 4096
 # Tensors smaller than this stay inside the .onnx (as onnx.save_model's size_threshold does).
 INLINE_BYTES = 1024
-ROWS_PER_WRITE = 1024
+BYTES_PER_WRITE = 16 * 2**20  # a transposed weight is copied into C order this much at a time
 
 
 class StreamedWeights:
-    """The external data file of a large model, written while the model is assembled.
+    """A data file the weights go to while the model is assembled.
 
     Each weight goes from its array (often a view of the memory-mapped checkpoint) to the file in
     blocks of rows, and its ``TensorProto`` only points at it: the model's bytes are never all in
-    memory, as they would be in a ``ModelProto`` handed to ``onnx.save_model``.
+    memory, as they would be in a ``ModelProto`` handed to ``onnx.save_model``. With ``mapped`` the
+    file is the model's external data, which ONNX Runtime memory-maps (the weight formats lay some
+    tables out for that, ``model.weights``); otherwise ``save_model`` copies the weights from it into
+    the one ``.onnx`` file (``deploy.inline``).
     """
 
-    def __init__(self, staging: Path, name: str) -> None:
+    def __init__(self, staging: Path, name: str, mapped: bool = True) -> None:
         self.name = name
         self.path = staging / name
+        self.mapped = mapped
         self.file = self.path.open("wb")
 
     def holds(self, array: np.ndarray) -> bool:
@@ -122,8 +131,12 @@ class StreamedWeights:
         self.file.write(b"\0" * padding)
         offset = self.file.tell()
         rows = array.reshape(1, -1) if array.ndim < 2 else array.reshape(array.shape[0], -1)
-        for start in range(0, rows.shape[0], ROWS_PER_WRITE):
-            self.file.write(np.ascontiguousarray(rows[start : start + ROWS_PER_WRITE]).tobytes())
+        step = max(1, BYTES_PER_WRITE // max(1, rows[0].nbytes))
+        for start in range(0, rows.shape[0], step):
+            block = rows[start : start + step]
+            self.file.write(np.ascontiguousarray(block).data)
+            if block.flags.c_contiguous:  # a table's pages go as it is written (NLLB's is 1 GB)
+                release_pages(block)
         tensor.data_location = onnx.TensorProto.EXTERNAL
         for key, value in (("location", self.name), ("offset", str(offset)), ("length", str(array.nbytes))):
             entry = tensor.external_data.add()
@@ -131,11 +144,11 @@ class StreamedWeights:
 
 
 @contextlib.contextmanager
-def streamed_weights(path: Path) -> Iterator[StreamedWeights]:
+def streamed_weights(path: Path, mapped: bool = True) -> Iterator[StreamedWeights]:
     """A ``StreamedWeights`` for the model to be saved at ``path`` (its data file ``path.data``), in a
-    staging directory until ``save_model`` moves it out."""
+    staging directory until ``save_model`` moves it out (``mapped``) or copies it into the model."""
     with staging_directory(path.parent, path.name + ".data") as staging:
-        weights = StreamedWeights(staging, path.name + ".data")
+        weights = StreamedWeights(staging, path.name + ".data", mapped)
         try:
             yield weights
         except OSError as error:
@@ -151,9 +164,11 @@ def save_model(
     returns the files written.
 
     With ``streamed``, the weights are already in its file (``streamed_weights``): it is moved
-    beside the model. With external data, a weight that ONNX Runtime prepacks and that other nodes
-    also read gets a second initializer over the same bytes for those readers
-    (``deploy.shared_data``), so that its original is not held beside the packed copy.
+    beside the model when mapped (or with ``external``), or else its bytes are copied into the one
+    ``.onnx`` file, unless that file would be past 2 GB, which protobuf cannot parse. With external
+    data, a weight that ONNX Runtime prepacks and that other nodes also read gets a second
+    initializer over the same bytes for those readers (``deploy.shared_data``), so that its original
+    is not held beside the packed copy.
     """
     path = check_output_path(path)
     external = external or past_protobuf_limit(_weights_bytes(model))
@@ -164,10 +179,13 @@ def save_model(
         try:
             if streamed is not None:
                 streamed.file.close()
-                separate_unpacked_readers(model)
-                staged.write_bytes(model.SerializeToString())
-                os.replace(streamed.path, path.parent / data_name)
-                written.append(path.parent / data_name)
+                if not (streamed.mapped or external or past_protobuf_limit(inline_size(model, streamed.name))):
+                    write_inline(model, staged, streamed.path)
+                else:  # the same tensors as external data (past 2 GB protobuf could not parse the one file)
+                    separate_unpacked_readers(model)
+                    staged.write_bytes(model.SerializeToString())
+                    os.replace(streamed.path, path.parent / data_name)
+                    written.append(path.parent / data_name)
             elif external:
                 onnx.save_model(
                     model,

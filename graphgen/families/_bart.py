@@ -14,6 +14,7 @@ import numpy as np
 
 from graphgen._errors import CheckpointError
 from graphgen.checkpoint.generation import generation_defaults
+from graphgen.checkpoint.safetensors import release_pages
 from graphgen.families import CheckpointData
 from graphgen.model.spec import ModelSpec
 
@@ -67,6 +68,20 @@ def norm_weights(tensor: Callable[[str], np.ndarray], names: dict[str, str]) -> 
     return weights
 
 
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two tables hold the same values. A tie filled in by name is the same array and is not
+    read; tables that are read to compare let their pages go again (they are written out much later,
+    and NLLB's is 1 GB)."""
+    if a.shape != b.shape:
+        return False
+    if a.__array_interface__ == b.__array_interface__:  # the same view of the same memory
+        return True
+    equal = bool(np.array_equal(a, b))
+    release_pages(a)
+    release_pages(b)
+    return equal
+
+
 def embedding_weights(tensor: Callable[[str], np.ndarray], prefix: str = "model.") -> tuple[Tensors, dict[str, str]]:
     """Token tables and output projection, each distinct array stored once.
 
@@ -78,11 +93,11 @@ def embedding_weights(tensor: Callable[[str], np.ndarray], prefix: str = "model.
     head = tensor("lm_head.weight")
     weights: Tensors = {"encoder.embed_tokens": encoder_table}
     aliases: dict[str, str] = {}
-    if decoder_table.shape == encoder_table.shape and np.array_equal(decoder_table, encoder_table):
+    if _equal(decoder_table, encoder_table):
         aliases["decoder.embed_tokens"] = "encoder.embed_tokens"
     else:
         weights["decoder.embed_tokens"] = decoder_table
-    if np.array_equal(head, decoder_table):
+    if _equal(head, decoder_table):
         aliases["lm_head.weight"] = "decoder.embed_tokens"
     else:
         weights["lm_head.weight"] = head

@@ -10,7 +10,7 @@ is added, and the attachment of subgraph weights once the model is assembled.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,24 +22,46 @@ from graphgen.deploy.save import StreamedWeights
 from graphgen.model.spec import ModelSpec
 
 
-def weight_values(spec: ModelSpec, builders: Sequence[GraphBuilder]) -> dict[str, np.ndarray]:
-    values: dict[str, np.ndarray] = {}
-    for builder in builders:
-        for name in builder.weights_used:
-            values[name] = spec.weights[name]
-        for name, array in builder.derived_weights.items():
-            if name in values and not np.array_equal(values[name], array, equal_nan=True):
-                raise ValueError(f"derived weight {name} differs between subgraphs")
-            values[name] = array
-    return values
+class WeightValues(Mapping[str, np.ndarray]):
+    """The weights some builders read, by name: the spec's are looked up in it when read (a float16
+    spec converts each then, ``passes.fp16``), the derived ones are the builders' own arrays."""
+
+    def __init__(self, spec: ModelSpec, builders: Sequence[GraphBuilder]) -> None:
+        self._spec_weights = spec.weights
+        self._read: set[str] = set()
+        self._derived: dict[str, np.ndarray] = {}
+        for builder in builders:
+            self._read |= builder.weights_used
+            for name, array in builder.derived_weights.items():
+                if name in self._derived and not np.array_equal(self._derived[name], array, equal_nan=True):
+                    raise ValueError(f"derived weight {name} differs between subgraphs")
+                self._derived[name] = array
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self._derived:
+            return self._derived[name]
+        if name in self._read:
+            return self._spec_weights[name]
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._read | self._derived.keys()))
+
+    def __len__(self) -> int:
+        return len(self._read | self._derived.keys())
 
 
 @dataclass(frozen=True)
 class Weight:
-    """A weight that becomes a ``TensorProto`` only as it is added to the finished model."""
+    """A weight that becomes a ``TensorProto`` only as it is added to the finished model: its array
+    is read from ``values`` then (a float16 weight is made at that moment)."""
 
     name: str
-    array: np.ndarray
+    values: Mapping[str, np.ndarray]
+
+    @property
+    def array(self) -> np.ndarray:
+        return self.values[self.name]
 
 
 Initializer = TensorProto | Weight
@@ -55,20 +77,21 @@ def add_initializers(graph: GraphProto, items: Iterable[Initializer], streamed: 
         if isinstance(item, TensorProto):
             graph.initializer.append(item)
             continue
-        if item.array.dtype.kind not in "biuf":
-            graph.initializer.append(numpy_helper.from_array(item.array, item.name))
+        array = item.array
+        if array.dtype.kind not in "biuf":
+            graph.initializer.append(numpy_helper.from_array(array, item.name))
             continue
         # Made in place, as numpy_helper.from_array makes it (an appended TensorProto would be
         # copied once more), then the checkpoint's pages behind the array let go.
         tensor = graph.initializer.add()
         tensor.name = item.name
-        tensor.data_type = helper.np_dtype_to_tensor_dtype(item.array.dtype)
-        tensor.dims.extend(item.array.shape)
-        if streamed is not None and streamed.holds(item.array):
-            streamed.write(tensor, item.array)
+        tensor.data_type = helper.np_dtype_to_tensor_dtype(array.dtype)
+        tensor.dims.extend(array.shape)
+        if streamed is not None and streamed.holds(array):
+            streamed.write(tensor, array)
         else:
-            tensor.raw_data = item.array.tobytes()
-        release_pages(item.array)
+            tensor.raw_data = array.tobytes()
+        release_pages(array)
 
 
 def place_weights(
@@ -79,12 +102,12 @@ def place_weights(
     two nodes) every weight is outer. The subgraphs' own weights are attached once the model is
     assembled (``attach_weights``)."""
     builders = [builder for _, builder in parts]
-    values = weight_values(spec, builders)
+    values = WeightValues(spec, builders)
     usage = Counter(name for b in builders for name in {*b.weights_used, *b.derived_weights})
     outer: list[Initializer] = []
     own: dict[str, list[Initializer]] = {}
     for name in sorted(values):
-        tensor = Weight(name, values[name])
+        tensor = Weight(name, values)
         if usage[name] > 1 or all_outer:
             outer.append(tensor)
             continue

@@ -7,6 +7,7 @@ so the builders can use them in ``MatMul`` without a transpose.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,7 +87,7 @@ class ModelSpec:
     gated_feed_forward: bool = False  # act(fc1_gate(x)) * fc1(x) before fc2 (T5 v1.1, mT5)
     relative_attention: RelativeAttention | None = None  # None: absolute position tables
     output_scale: float = 1.0  # the decoder output's factor before the output projection (T5: d_model ** -0.5)
-    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    weights: Mapping[str, np.ndarray] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
 
     def weight_name(self, name: str) -> str:

@@ -46,6 +46,9 @@ def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Block by block of rows (the same numbers as the whole array at once), so that no temporary of
     the weight's size exists, then the checkpoint's pages behind ``weight`` let go.
     """
+    if weight.ndim == 2 and not weight.flags.c_contiguous and weight.T.flags.c_contiguous:
+        quantized_rows, scale = _quantize_rows(weight.T)
+        return quantized_rows.T, scale
     rows = range(0, weight.shape[0], ROWS_PER_BLOCK)
     peak = np.zeros(weight.shape[1], dtype=weight.dtype)
     for start in rows:
@@ -56,6 +59,25 @@ def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         block = weight[start : start + ROWS_PER_BLOCK]
         quantized[start : start + ROWS_PER_BLOCK] = np.clip(np.rint(block / scale), -127, 127).astype(np.int8)
     release_pages(weight)
+    return quantized, scale
+
+
+def _quantize_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``quantize_columns(table.T)`` transposed, for a C-order ``[out, in]`` array (a token table, a
+    transposed view's source): each row is one scale's numbers, so blocks of rows are read once, and
+    their pages let go, in order (blocks of the view's rows would each read the whole table: NLLB's
+    1 GB stayed resident while it was quantized)."""
+    scale = np.empty(table.shape[0], dtype=np.float32)
+    quantized = np.empty(table.shape, dtype=np.int8)
+    for start in range(0, table.shape[0], ROWS_PER_BLOCK):
+        block = table[start : start + ROWS_PER_BLOCK]
+        peak = np.abs(block).max(axis=1)
+        block_scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        quantized[start : start + ROWS_PER_BLOCK] = np.clip(np.rint(block / block_scale[:, None]), -127, 127).astype(
+            np.int8
+        )
+        scale[start : start + ROWS_PER_BLOCK] = block_scale
+        release_pages(block)
     return quantized, scale
 
 
@@ -166,7 +188,10 @@ def quantize_blocks(rows: np.ndarray) -> Int4Matrix:
     scales = np.empty((out, blocks), dtype=np.float32)
     for start in range(0, out, INT4_ROWS_PER_CHUNK):
         chunk = np.zeros((min(INT4_ROWS_PER_CHUNK, out - start), blocks * INT4_BLOCK), dtype=np.float32)
-        chunk[:, :inputs] = rows[start : start + INT4_ROWS_PER_CHUNK]
+        source = rows[start : start + INT4_ROWS_PER_CHUNK]
+        chunk[:, :inputs] = source
+        if source.flags.c_contiguous:  # a table's pages go as it is read (NLLB's is 1 GB)
+            release_pages(source)
         chunk = chunk.reshape(len(chunk), blocks, INT4_BLOCK)
         peak = np.abs(chunk).max(axis=2)
         scale = np.where(peak > 0, peak / 7.0, 1.0).astype(np.float32)
@@ -270,7 +295,10 @@ class FloatWeights:
         return b.add(y, bias) if bias else y
 
     def fused_matmul(self, b: GraphBuilder, x: str, fused: str, names: list[str], bias: str) -> str:
-        weight = b.derived(fused, np.concatenate([self.spec.weights[n] for n in names], axis=1))
+        parts = [self.spec.weights[n] for n in names]
+        weight = b.derived(fused, np.concatenate(parts, axis=1))
+        for part in parts:  # only the concatenation is written out: the checkpoint's pages can go
+            release_pages(part)
         y = b.matmul(x, weight)
         return b.add(y, bias) if bias else y
 

@@ -13,7 +13,7 @@ for float16 subgraphs too.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, numpy_helper
@@ -40,14 +40,29 @@ def _graphs(graph: GraphProto, in_search: bool = False) -> Iterator[tuple[GraphP
                 yield from _graphs(attribute.g, in_search or node.op_type == "BeamSearch")
 
 
+_ROWS_ELEMENTS = 1 << 22  # elements converted at a time: the range check's temporaries stay small
+
+
 def _half_array(array: np.ndarray, name: str) -> np.ndarray:
-    magnitude = np.abs(array[np.isfinite(array)])
-    # float32's extreme values serve as "masked" and become ±inf, which masks the same way.
-    beyond = (magnitude > np.finfo(np.float16).max) & (magnitude < np.finfo(np.float32).max)
-    if np.any(beyond):
-        raise Float16Error(f"{name} holds values beyond float16's range")
-    with np.errstate(over="ignore"):
-        return array.astype(np.float16)
+    """``array`` as float16, refused when a finite value is beyond float16's range.
+
+    Block by block along the first axis: over a whole table the check's temporaries (magnitudes,
+    masks) were several times its size (NLLB-600M's 1 GB table: about 3 GB at the export's peak)."""
+    if array.ndim == 0:
+        return _half_array(array.reshape(1), name).reshape(())
+    half = np.empty_like(array, dtype=np.float16)
+    rows = max(1, _ROWS_ELEMENTS // max(1, array[0].size))
+    for start in range(0, array.shape[0], rows):
+        block = array[start : start + rows]
+        magnitude = np.abs(block)
+        # float32's extreme values serve as "masked" and become ±inf, which masks the same way.
+        if np.any((magnitude > np.finfo(np.float16).max) & (magnitude < np.finfo(np.float32).max)):
+            raise Float16Error(f"{name} holds values beyond float16's range")
+        with np.errstate(over="ignore"):
+            half[start : start + rows] = block
+        if block.flags.c_contiguous:  # the checkpoint's pages go as they are read
+            release_pages(block)
+    return half
 
 
 def _half(tensor: TensorProto) -> TensorProto:
@@ -55,13 +70,34 @@ def _half(tensor: TensorProto) -> TensorProto:
     return numpy_helper.from_array(_half_array(array, tensor.name or "a constant"), tensor.name)
 
 
-def float16_spec(spec: ModelSpec) -> ModelSpec:
-    """``spec`` with float16 weights (HF's ``model.half()``), for layers built in float16."""
-    weights = {}
-    for name, array in spec.weights.items():
-        weights[name] = _half_array(array, name)
+class _HalfWeights(Mapping[str, np.ndarray]):
+    """A spec's weights in float16, each converted as it is read.
+
+    Converted all at once, the float16 weights were all in memory together until the last was
+    written out (NLLB-600M: 1.2 GB beside the rest of the export); read as the model is saved, each
+    lives only until it is in the file (``model.placement``)."""
+
+    def __init__(self, weights: Mapping[str, np.ndarray]) -> None:
+        self._weights = weights
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        array = self._weights[name]
+        half = _half_array(array, name)
         release_pages(array)
-    return dataclasses.replace(spec, weights=weights)
+        return half
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._weights)
+
+    def __len__(self) -> int:
+        return len(self._weights)
+
+
+def float16_spec(spec: ModelSpec) -> ModelSpec:
+    """``spec`` with float16 weights (HF's ``model.half()``), for layers built in float16.
+
+    A weight beyond float16's range stops the export when it is read (``Float16Error``)."""
+    return dataclasses.replace(spec, weights=_HalfWeights(spec.weights))
 
 
 def convert_to_float16(model: ModelProto) -> None:

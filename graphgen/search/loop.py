@@ -47,7 +47,7 @@ from graphgen.contract import (
 )
 from graphgen.custom_ops import fail_when
 from graphgen.custom_ops.builder import BOOL, FLOAT, FLOAT16, INT32, INT64, GraphBuilder, i64
-from graphgen.model.placement import Weight, weight_values
+from graphgen.model.placement import Weight, WeightValues
 from graphgen.model.spec import ModelSpec
 from graphgen.model.transformer import NEG_INF, Transformer
 from graphgen.model.weights import QuantizedWeights, quantized_weights
@@ -698,7 +698,8 @@ def build_core(
     search = loop_search(
         layers, weights, CHECKED_INPUT_IDS, ATTENTION_MASK, RAW_SEQUENCES, SEQUENCE_SCORES, float16=float16
     )
-    tensors = [Weight(n, a) for n, a in sorted(weight_values(layers, search.builders).items())]
+    values = WeightValues(layers, search.builders)
+    tensors = [Weight(name, values) for name in values]
     inputs, defaults, outputs = id_level_io(spec)
     inputs.append(helper.make_tensor_value_info(FORCED_BOS_TOKEN_ID, INT32, ["forced_bos_rows"]))
     defaults.append(numpy_helper.from_array(forced_bos_default(spec), FORCED_BOS_TOKEN_ID))
