@@ -121,8 +121,8 @@ def export(
     share = 0.25 if int8 else 0.14 if int4 else 0.5 if fp16 else 1.0
     weight_bytes = share * sum(array.nbytes for array in spec.weights.values())
     external = external_data or past_protobuf_limit(weight_bytes)
-    stream = not (fp16 and not float16_layers)
-    with streamed_weights(path, mapped=external) if stream else contextlib.nullcontext() as streamed:
+    float16_conversion = fp16 and not float16_layers
+    with contextlib.nullcontext() if float16_conversion else streamed_weights(path, mapped=external) as streamed:
         if vocabulary is None or kind is None:
             onnx_model = build_id_model(
                 spec, int8=int8, int4=int4, search=search, float16=float16_layers, streamed=streamed
@@ -140,7 +140,7 @@ def export(
                 float16=float16_layers,
                 streamed=streamed,
             )
-        for model_pass in export_passes(float16_conversion=fp16 and not float16_layers):
+        for model_pass in export_passes(float16_conversion=float16_conversion):
             report(model_pass.description)
             model_pass.run(onnx_model)
         report(f"saving {path}")
