@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -314,6 +314,68 @@ def test_one_file_takes_its_weights_from_where_they_were_streamed(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["streamed.onnx", "whole.onnx"]
     assert (tmp_path / "streamed.onnx").stat().st_size == (tmp_path / "whole.onnx").stat().st_size
     assert onnx.load(str(tmp_path / "streamed.onnx")) == onnx.load(str(tmp_path / "whole.onnx"))
+
+
+def test_inline_pieces_parse_as_the_model_with_its_weights_inline(tmp_path: Path) -> None:
+    """``deploy.inline`` on a hand-made model: weights in the data file read by the main graph, an
+    ``If`` branch and a list-of-graphs attribute, beside one already inline, give the bytes of the
+    same model with every weight inline (same size, equal once parsed)."""
+    from onnx import helper, numpy_helper
+
+    from graphgen.deploy.inline import inline_pieces, inline_size, write_inline
+
+    arrays = {
+        "table": np.arange(1000, dtype=np.float32).reshape(100, 10),
+        "rows": np.arange(300, dtype=np.int64),
+        "branch": np.linspace(0, 1, 700, dtype=np.float32),
+    }
+    data = tmp_path / "weights.data"
+    offsets = {}
+    with data.open("wb") as file:
+        for name, array in arrays.items():
+            file.write(b"\0" * (-file.tell() % 4096))
+            offsets[name] = file.tell()
+            file.write(array.tobytes())
+
+    def external(name: str) -> onnx.TensorProto:
+        tensor = numpy_helper.from_array(arrays[name], name)
+        tensor.ClearField("raw_data")
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", data.name), ("offset", offsets[name]), ("length", arrays[name].nbytes)):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, str(value)
+        return tensor
+
+    def model(tensor: Callable[[str], onnx.TensorProto]) -> onnx.ModelProto:
+        value = helper.make_tensor_value_info
+        branch = helper.make_graph(
+            [helper.make_node("Identity", ["branch"], ["out"])],
+            "branch",
+            [],
+            [value("out", onnx.TensorProto.FLOAT, [700])],
+            [tensor("branch")],
+        )
+        other = helper.make_graph([], "other", [], [value("rows", onnx.TensorProto.INT64, [300])], [tensor("rows")])
+        nodes = [
+            helper.make_node("Shape", ["table"], ["shape"]),
+            helper.make_node("If", ["flag"], ["chosen"], then_branch=branch, else_branch=branch),
+            helper.make_node("Holder", ["small"], ["held"], domain="test", graphs=[other, branch]),
+        ]
+        small = numpy_helper.from_array(np.ones(3, np.float32), "small")
+        graph = helper.make_graph(
+            nodes,
+            "main",
+            [value("flag", onnx.TensorProto.BOOL, [])],
+            [value("chosen", onnx.TensorProto.FLOAT, [700])],
+            [tensor("table"), small],
+        )
+        return helper.make_model(graph)
+
+    pieces = inline_pieces(model(external), data.name)
+    write_inline(pieces, tmp_path / "model.onnx", data)
+    whole = model(lambda name: numpy_helper.from_array(arrays[name], name)).SerializeToString()
+    assert inline_size(pieces) == (tmp_path / "model.onnx").stat().st_size == len(whole)
+    assert onnx.load(str(tmp_path / "model.onnx")) == onnx.load_model_from_string(whole)
 
 
 def test_streamed_weights_past_the_limit_stay_external(

@@ -122,9 +122,15 @@ class _Splicer:
         return [rest.SerializeToString(), *_field(_number(ModelProto, "graph"), self.graph(model.graph))]
 
 
-def inline_size(model: ModelProto, data_name: str) -> int:
-    """The size of the file ``write_inline`` writes (protobuf refuses to parse one past 2 GB)."""
-    return _size(_Splicer(data_name).model(model))
+def inline_pieces(model: ModelProto, data_name: str) -> list[Piece]:
+    """The pieces of ``model``'s file with every tensor whose bytes are in the data file ``data_name``
+    (external data with that location) inline: what ``write_inline`` writes."""
+    return _Splicer(data_name).model(model)
+
+
+def inline_size(pieces: list[Piece]) -> int:
+    """The size of the file the pieces make (protobuf refuses to parse one past 2 GB)."""
+    return _size(pieces)
 
 
 def _copy(source: BinaryIO, offset: int, length: int) -> Iterator[bytes]:
@@ -137,10 +143,9 @@ def _copy(source: BinaryIO, offset: int, length: int) -> Iterator[bytes]:
         yield block
 
 
-def write_inline(model: ModelProto, path: Path, data: Path) -> None:
-    """Write ``model`` to ``path`` with every tensor whose bytes are in ``data`` (external data with
-    that file's name as its location) inline, without reading those bytes into memory at once."""
-    pieces = _Splicer(data.name).model(model)
+def write_inline(pieces: list[Piece], path: Path, data: Path) -> None:
+    """Write the file of ``inline_pieces`` to ``path``, copying the weights' bytes from ``data`` in
+    blocks, never all in memory at once."""
     with path.open("wb") as out, data.open("rb") as source:
         for piece in pieces:
             if isinstance(piece, bytes):

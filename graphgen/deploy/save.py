@@ -27,7 +27,7 @@ from onnx import ModelProto
 from graphgen._errors import OutputPathError
 from graphgen._graphs import all_initializers
 from graphgen.checkpoint.safetensors import release_pages
-from graphgen.deploy.inline import inline_size, write_inline
+from graphgen.deploy.inline import inline_pieces, inline_size, write_inline
 from graphgen.deploy.shared_data import separate_unpacked_readers
 
 EXTERNAL_DATA_THRESHOLD = int(1.8 * 2**30)  # leave room for the graph itself
@@ -179,8 +179,9 @@ def save_model(
         try:
             if streamed is not None:
                 streamed.file.close()
-                if not (streamed.mapped or external or past_protobuf_limit(inline_size(model, streamed.name))):
-                    write_inline(model, staged, streamed.path)
+                pieces = [] if streamed.mapped or external else inline_pieces(model, streamed.name)
+                if pieces and not past_protobuf_limit(inline_size(pieces)):
+                    write_inline(pieces, staged, streamed.path)
                 else:  # the same tensors as external data (past 2 GB protobuf could not parse the one file)
                     separate_unpacked_readers(model)
                     staged.write_bytes(model.SerializeToString())
