@@ -20,6 +20,11 @@ ML_DOMAIN = "ai.onnx.ml"
 ML_OPSET = 3
 
 
+def derived_array(value: np.ndarray | Callable[[], np.ndarray]) -> np.ndarray:
+    """The array of a derived weight (``GraphBuilder.derived``): computed now if it was deferred."""
+    return value() if callable(value) else value
+
+
 class GraphBuilder:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -28,7 +33,7 @@ class GraphBuilder:
         self.outputs: list[ValueInfoProto] = []
         self.constants: list[TensorProto] = []
         self.weights_used: set[str] = set()
-        self.derived_weights: dict[str, np.ndarray] = {}
+        self.derived_weights: dict[str, np.ndarray | Callable[[], np.ndarray]] = {}
         self.outer_used: set[str] = set()
         self._ids = itertools.count()
 
@@ -57,8 +62,10 @@ class GraphBuilder:
         self.weights_used.add(name)
         return name
 
-    def derived(self, name: str, array: np.ndarray) -> str:
-        """A weight computed from the spec (e.g. a masked bias); stored once like the others."""
+    def derived(self, name: str, array: np.ndarray | Callable[[], np.ndarray]) -> str:
+        """A weight computed from the spec (e.g. a masked bias); stored once like the others. A
+        callable is called only as the weight is written out (``derived_array``): a large computed
+        weight, a quantized matrix, then exists only until it is in the file."""
         self.derived_weights[name] = array
         return name
 

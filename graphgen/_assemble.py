@@ -55,6 +55,7 @@ from graphgen.custom_ops.builder import (
     OPSET,
     STRING,
     GraphBuilder,
+    derived_array,
     i64,
 )
 from graphgen.custom_ops.text import join_strings
@@ -315,7 +316,11 @@ def build_text_model(
     ]
     pre, post = ends.pre, ends.post
     set_layer([*pre.nodes, *post.nodes], LAYER_ANNOTATION, TEXT_LAYER)  # see contract.TEXT_LAYER
-    tables = [numpy_helper.from_array(array, name) for b in (pre, post) for name, array in b.derived_weights.items()]
+    tables = [
+        numpy_helper.from_array(derived_array(value), name)
+        for b in (pre, post)
+        for name, value in b.derived_weights.items()
+    ]
     graph = helper.make_graph(
         [*pre.nodes, *core.nodes, *post.nodes], "graphgen", inputs, [*ends.outputs, *core.outputs]
     )

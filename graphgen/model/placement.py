@@ -10,16 +10,24 @@ is added, and the attachment of subgraph weights once the model is assembled.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, helper, numpy_helper
 
 from graphgen.checkpoint.safetensors import release_pages
-from graphgen.custom_ops.builder import GraphBuilder
+from graphgen.custom_ops.builder import GraphBuilder, derived_array
 from graphgen.deploy.save import StreamedWeights
 from graphgen.model.spec import ModelSpec
+
+
+def _same(a: np.ndarray | Callable[[], np.ndarray], b: np.ndarray | Callable[[], np.ndarray]) -> bool:
+    """Whether two builders derived the same weight: equal arrays, or the same deferred computation
+    (one weight format serves every builder of a model, ``model.weights``)."""
+    if callable(a) or callable(b):
+        return a is b
+    return bool(np.array_equal(a, b, equal_nan=True))
 
 
 class WeightValues(Mapping[str, np.ndarray]):
@@ -29,17 +37,17 @@ class WeightValues(Mapping[str, np.ndarray]):
     def __init__(self, spec: ModelSpec, builders: Sequence[GraphBuilder]) -> None:
         self._spec_weights = spec.weights
         self._read: set[str] = set()
-        self._derived: dict[str, np.ndarray] = {}
+        self._derived: dict[str, np.ndarray | Callable[[], np.ndarray]] = {}
         for builder in builders:
             self._read |= builder.weights_used
-            for name, array in builder.derived_weights.items():
-                if name in self._derived and not np.array_equal(self._derived[name], array, equal_nan=True):
+            for name, value in builder.derived_weights.items():
+                if name in self._derived and not _same(self._derived[name], value):
                     raise ValueError(f"derived weight {name} differs between subgraphs")
-                self._derived[name] = array
+                self._derived[name] = value
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name in self._derived:
-            return self._derived[name]
+            return derived_array(self._derived[name])
         if name in self._read:
             return self._spec_weights[name]
         raise KeyError(name)

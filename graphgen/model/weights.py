@@ -28,6 +28,7 @@ and unpacks them with standard ops, so a tied table is stored once, at half a by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,67 +83,87 @@ def _quantize_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Int8Weights:
-    """Quantizes each weight once per export, however many subgraphs read it."""
+    """Quantizes each weight as it is written out, once, however many subgraphs read it.
+
+    The builders get deferred arrays (``GraphBuilder.derived``): a matrix's int8 codes and scales
+    are computed when the first of them is written and kept until another matrix is quantized (the
+    export writes a matrix's codes and scales one after the other), so the quantized model is never
+    all in memory (NLLB-600M: about 600 MB at the export's peak when quantized while building).
+    """
 
     keeps_bias = True  # DynamicQuantizeMatMul adds it (its own bias input)
 
     def __init__(self, spec: ModelSpec, *, row_lookups: bool = False) -> None:
         self.spec = spec
         self.row_lookups = row_lookups  # lookups gather rows of a second array (see the module's docstring)
-        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._deferred: dict[tuple[str, str], Callable[[], np.ndarray]] = {}
+        self._last: tuple[str, tuple[np.ndarray, np.ndarray]] | None = None
 
-    def linear(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """A ``[in, out]`` linear weight."""
-        if name not in self._cache:
-            self._cache[name] = quantize_columns(self.spec.weights[name])
-        return self._cache[name]
+    def _quantized(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """int8 ``[in, out]`` and scales ``[out]`` of a linear weight, a fused one (``a+b+c``) or, for
+        ``key`` ``table:NAME``, a ``[vocab, d_model]`` table as the output projection reads it."""
+        if self._last is None or self._last[0] != key:
+            self._last = None  # the previous matrix goes before the next is made
+            if key.startswith("table:"):
+                quantized = quantize_columns(self.spec.weights[key.removeprefix("table:")].T)
+            else:
+                parts = [quantize_columns(self.spec.weights[name]) for name in key.split("+")]
+                if len(parts) > 1:  # a fused projection: its matrices side by side
+                    parts = [(np.concatenate([w for w, _ in parts], axis=1), np.concatenate([s for _, s in parts]))]
+                quantized = parts[0]
+            self._last = (key, quantized)
+        return self._last[1]
 
-    def table_columns(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """A ``[vocab, d_model]`` table for the output projection: int8 ``[d_model, vocab]``, scales ``[vocab]``."""
-        if name not in self._cache:
-            self._cache[name] = quantize_columns(self.spec.weights[name].T)
-        return self._cache[name]
+    def _deferred_array(self, key: str, part: str) -> Callable[[], np.ndarray]:
+        """The one deferred array ``part`` (``codes``, ``scales``, ``rows``) of ``key`` (see
+        ``_quantized``), the same object for every builder that reads it."""
+        if (key, part) not in self._deferred:
 
-    def table_rows(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """A ``[vocab, d_model]`` table for lookups: int8 ``[vocab, d_model]``, scales ``[vocab]`` (the
-        numbers of ``table_columns``, transposed)."""
-        key = f"{name}.rows"
-        if key not in self._cache:
-            columns, scale = self.table_columns(name)
-            self._cache[key] = (np.ascontiguousarray(columns.T), scale)
-        return self._cache[key]
+            def array() -> np.ndarray:
+                codes, scales = self._quantized(key)
+                if part == "rows":
+                    return np.ascontiguousarray(codes.T)
+                return codes if part == "codes" else scales
+
+            self._deferred[key, part] = array
+        return self._deferred[key, part]
+
+    def _outputs(self, key: str) -> int:
+        if key.startswith("table:"):
+            return int(self.spec.weights[key.removeprefix("table:")].shape[0])
+        return sum(int(self.spec.weights[name].shape[1]) for name in key.split("+"))
 
     # -- what the transformer's layers call ------------------------------------------------------
 
     def matmul(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
-        return self._matmul(b, x, name, *self.linear(name), bias)
+        return self._matmul(b, x, name, name, bias)
 
     def fused_matmul(self, b: GraphBuilder, x: str, fused: str, names: list[str], bias: str) -> str:
-        parts = [self.linear(n) for n in names]
-        weight = np.concatenate([w for w, _ in parts], axis=1)
-        return self._matmul(b, x, fused, weight, np.concatenate([s for _, s in parts]), bias)
+        return self._matmul(b, x, fused, "+".join(names), bias)
 
     def output_projection(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
-        return self._matmul(b, x, name, *self.table_columns(name), bias)
+        return self._matmul(b, x, name, f"table:{name}", bias)
 
     def lookup(self, b: GraphBuilder, name: str, ids: str) -> str:
         """Rows of a table for ``ids``, dequantized with each token's scale: columns of the int8 table,
         or with ``row_lookups`` rows of its transposed copy."""
+        key = f"table:{name}"
         if self.row_lookups:
-            weight, scale = self.table_rows(name)
-            values = b.op("Cast", [b.op("Gather", [b.derived(f"{name}.int8_rows", weight), ids])], to=FLOAT)
+            rows = b.derived(f"{name}.int8_rows", self._deferred_array(key, "rows"))
+            values = b.op("Cast", [b.op("Gather", [rows, ids])], to=FLOAT)
         else:
-            weight, scale = self.table_columns(name)
-            columns = b.op("Gather", [b.derived(f"{name}.int8", weight), ids], axis=1)  # [d, B, S]
-            values = b.op("Cast", [b.transpose(columns, [1, 2, 0])], to=FLOAT)
-        token_scale = b.op("Unsqueeze", [b.op("Gather", [b.derived(f"{name}.scale", scale), ids]), b.const(i64(-1))])
+            columns = b.op("Gather", [b.derived(f"{name}.int8", self._deferred_array(key, "codes")), ids], axis=1)
+            values = b.op("Cast", [b.transpose(columns, [1, 2, 0])], to=FLOAT)  # columns: [d, B, S]
+        scales = b.derived(f"{name}.scale", self._deferred_array(key, "scales"))
+        token_scale = b.op("Unsqueeze", [b.op("Gather", [scales, ids]), b.const(i64(-1))])
         return b.mul(values, token_scale)
 
-    @staticmethod
-    def _matmul(b: GraphBuilder, x: str, name: str, weight: np.ndarray, scale: np.ndarray, bias: str) -> str:
-        zero = b.derived(f"int8_zero_points_{scale.size}", np.zeros(scale.size, dtype=np.int8))
-        inputs = [x, b.derived(f"{name}.int8", weight), b.derived(f"{name}.scale", scale), zero, bias]
-        return b.op("DynamicQuantizeMatMul", inputs, domain=MS_DOMAIN)
+    def _matmul(self, b: GraphBuilder, x: str, name: str, key: str, bias: str) -> str:
+        outputs = self._outputs(key)
+        zero = b.derived(f"int8_zero_points_{outputs}", np.zeros(outputs, dtype=np.int8))
+        codes = b.derived(f"{name}.int8", self._deferred_array(key, "codes"))
+        scales = b.derived(f"{name}.scale", self._deferred_array(key, "scales"))
+        return b.op("DynamicQuantizeMatMul", [x, codes, scales, zero, bias], domain=MS_DOMAIN)
 
 
 # MatMulNBits' accuracy_level: 0 dequantizes the weights and multiplies in float32; 4 also

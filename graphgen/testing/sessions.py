@@ -68,8 +68,9 @@ def builder_model(
     from onnx import helper, numpy_helper
 
     from graphgen._assemble import make_model
+    from graphgen.custom_ops.builder import derived_array
 
-    tables = [numpy_helper.from_array(array, name) for name, array in b.derived_weights.items()]
+    tables = [numpy_helper.from_array(derived_array(value), name) for name, value in b.derived_weights.items()]
     graph = helper.make_graph(
         b.nodes,
         b.name,
