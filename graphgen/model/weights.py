@@ -30,12 +30,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from graphgen.checkpoint.safetensors import release_pages
 from graphgen.custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBuilder, i64
 from graphgen.model.spec import ModelSpec
+
+Matrix = TypeVar("Matrix")
 
 # Rows quantized at a time: bounds the float temporaries (NLLB's 256k-token table is 1 GB whole).
 ROWS_PER_BLOCK = 64
@@ -82,51 +85,58 @@ def _quantize_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return quantized, scale
 
 
-class Int8Weights:
-    """Quantizes each weight as it is written out, once, however many subgraphs read it.
+class DeferredMatrices(Generic[Matrix]):
+    """Quantized matrices handed to the builders as deferred arrays (``GraphBuilder.derived``): each
+    is computed when the first of its arrays is written out and kept only until another matrix is
+    computed (the export writes a matrix's arrays one after the other), so the quantized model is
+    never all in memory (NLLB-600M int8: 600 MB at the export's peak when quantized while building).
+    Every builder gets the same deferred array for the same part of a matrix (``model.placement``
+    takes that as the same weight)."""
 
-    The builders get deferred arrays (``GraphBuilder.derived``): a matrix's int8 codes and scales
-    are computed when the first of them is written and kept until another matrix is quantized (the
-    export writes a matrix's codes and scales one after the other), so the quantized model is never
-    all in memory (NLLB-600M: about 600 MB at the export's peak when quantized while building).
-    """
+    def __init__(self, compute: Callable[[str], Matrix]) -> None:
+        self._compute = compute
+        self._arrays: dict[tuple[str, str], Callable[[], np.ndarray]] = {}
+        self._last: tuple[str, Matrix] | None = None
+
+    def array(self, key: str, part: str, pick: Callable[[Matrix], np.ndarray]) -> Callable[[], np.ndarray]:
+        """The deferred array ``pick(matrix)`` of the matrix ``key``, named ``part``."""
+        if (key, part) not in self._arrays:
+            self._arrays[key, part] = lambda: pick(self._matrix(key))
+        return self._arrays[key, part]
+
+    def _matrix(self, key: str) -> Matrix:
+        if self._last is None or self._last[0] != key:
+            self._last = None  # the previous matrix goes before the next is made
+            self._last = (key, self._compute(key))
+        return self._last[1]
+
+
+class Int8Weights:
+    """int8 matrices with a float scale per output column (``DynamicQuantizeMatMul``), each quantized
+    once as it is written out (``DeferredMatrices``), however many subgraphs read it."""
 
     keeps_bias = True  # DynamicQuantizeMatMul adds it (its own bias input)
 
     def __init__(self, spec: ModelSpec, *, row_lookups: bool = False) -> None:
         self.spec = spec
         self.row_lookups = row_lookups  # lookups gather rows of a second array (see the module's docstring)
-        self._deferred: dict[tuple[str, str], Callable[[], np.ndarray]] = {}
-        self._last: tuple[str, tuple[np.ndarray, np.ndarray]] | None = None
+        self._matrices = DeferredMatrices(self._quantized)
 
     def _quantized(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """int8 ``[in, out]`` and scales ``[out]`` of a linear weight, a fused one (``a+b+c``) or, for
         ``key`` ``table:NAME``, a ``[vocab, d_model]`` table as the output projection reads it."""
-        if self._last is None or self._last[0] != key:
-            self._last = None  # the previous matrix goes before the next is made
-            if key.startswith("table:"):
-                quantized = quantize_columns(self.spec.weights[key.removeprefix("table:")].T)
-            else:
-                parts = [quantize_columns(self.spec.weights[name]) for name in key.split("+")]
-                if len(parts) > 1:  # a fused projection: its matrices side by side
-                    parts = [(np.concatenate([w for w, _ in parts], axis=1), np.concatenate([s for _, s in parts]))]
-                quantized = parts[0]
-            self._last = (key, quantized)
-        return self._last[1]
+        if key.startswith("table:"):
+            return quantize_columns(self.spec.weights[key.removeprefix("table:")].T)
+        parts = [quantize_columns(self.spec.weights[name]) for name in key.split("+")]
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate([w for w, _ in parts], axis=1), np.concatenate([s for _, s in parts])
 
-    def _deferred_array(self, key: str, part: str) -> Callable[[], np.ndarray]:
-        """The one deferred array ``part`` (``codes``, ``scales``, ``rows``) of ``key`` (see
-        ``_quantized``), the same object for every builder that reads it."""
-        if (key, part) not in self._deferred:
+    def _codes(self, key: str) -> Callable[[], np.ndarray]:
+        return self._matrices.array(key, "codes", lambda quantized: quantized[0])
 
-            def array() -> np.ndarray:
-                codes, scales = self._quantized(key)
-                if part == "rows":
-                    return np.ascontiguousarray(codes.T)
-                return codes if part == "codes" else scales
-
-            self._deferred[key, part] = array
-        return self._deferred[key, part]
+    def _scales(self, key: str) -> Callable[[], np.ndarray]:
+        return self._matrices.array(key, "scales", lambda quantized: quantized[1])
 
     def _outputs(self, key: str) -> int:
         if key.startswith("table:"):
@@ -149,20 +159,20 @@ class Int8Weights:
         or with ``row_lookups`` rows of its transposed copy."""
         key = f"table:{name}"
         if self.row_lookups:
-            rows = b.derived(f"{name}.int8_rows", self._deferred_array(key, "rows"))
-            values = b.op("Cast", [b.op("Gather", [rows, ids])], to=FLOAT)
+            rows = self._matrices.array(key, "rows", lambda quantized: np.ascontiguousarray(quantized[0].T))
+            values = b.op("Cast", [b.op("Gather", [b.derived(f"{name}.int8_rows", rows), ids])], to=FLOAT)
         else:
-            columns = b.op("Gather", [b.derived(f"{name}.int8", self._deferred_array(key, "codes")), ids], axis=1)
-            values = b.op("Cast", [b.transpose(columns, [1, 2, 0])], to=FLOAT)  # columns: [d, B, S]
-        scales = b.derived(f"{name}.scale", self._deferred_array(key, "scales"))
+            columns = b.op("Gather", [b.derived(f"{name}.int8", self._codes(key)), ids], axis=1)  # [d, B, S]
+            values = b.op("Cast", [b.transpose(columns, [1, 2, 0])], to=FLOAT)
+        scales = b.derived(f"{name}.scale", self._scales(key))
         token_scale = b.op("Unsqueeze", [b.op("Gather", [scales, ids]), b.const(i64(-1))])
         return b.mul(values, token_scale)
 
     def _matmul(self, b: GraphBuilder, x: str, name: str, key: str, bias: str) -> str:
         outputs = self._outputs(key)
         zero = b.derived(f"int8_zero_points_{outputs}", np.zeros(outputs, dtype=np.int8))
-        codes = b.derived(f"{name}.int8", self._deferred_array(key, "codes"))
-        scales = b.derived(f"{name}.scale", self._deferred_array(key, "scales"))
+        codes = b.derived(f"{name}.int8", self._codes(key))
+        scales = b.derived(f"{name}.scale", self._scales(key))
         return b.op("DynamicQuantizeMatMul", [x, codes, scales, zero, bias], domain=MS_DOMAIN)
 
 
@@ -234,68 +244,81 @@ class Int4Weights:
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
-        self._cache: dict[str, Int4Matrix] = {}
+        self._matrices = DeferredMatrices(self._quantized)
 
-    def linear(self, name: str) -> Int4Matrix:
-        """A ``[in, out]`` linear weight, stored ``[out, in]``."""
-        if name not in self._cache:
-            self._cache[name] = quantize_blocks(self.spec.weights[name].T)
-        return self._cache[name]
-
-    def table(self, name: str) -> Int4Matrix:
-        """A ``[vocab, d_model]`` table: the tokens are the output projection's outputs."""
-        if name not in self._cache:
-            self._cache[name] = quantize_blocks(self.spec.weights[name])
-        return self._cache[name]
-
-    def matmul(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
-        return self._matmul(b, x, name, self.linear(name), bias)
-
-    def fused_matmul(self, b: GraphBuilder, x: str, fused: str, names: list[str], bias: str) -> str:
-        parts = [self.linear(n) for n in names]
-        matrix = Int4Matrix(
+    def _quantized(self, key: str) -> Int4Matrix:
+        """A linear weight ``[in, out]`` (stored ``[out, in]``), a fused one (``a+b+c``) or, for ``key``
+        ``table:NAME``, a ``[vocab, d_model]`` table (the tokens are the output projection's outputs)."""
+        if key.startswith("table:"):
+            return quantize_blocks(self.spec.weights[key.removeprefix("table:")])
+        parts = [quantize_blocks(self.spec.weights[name].T) for name in key.split("+")]
+        if len(parts) == 1:
+            return parts[0]
+        return Int4Matrix(
             np.concatenate([p.codes for p in parts]), np.concatenate([p.scales for p in parts]), parts[0].inputs
         )
-        return self._matmul(b, x, fused, matrix, bias)
+
+    def _shape(self, key: str) -> tuple[int, int]:
+        """(inputs, outputs) of the matrix ``key``, without quantizing it."""
+        if key.startswith("table:"):
+            vocab, inputs = self.spec.weights[key.removeprefix("table:")].shape
+            return int(inputs), int(vocab)
+        shapes = [self.spec.weights[name].shape for name in key.split("+")]
+        return int(shapes[0][0]), sum(int(shape[1]) for shape in shapes)
+
+    def _codes(self, key: str) -> Callable[[], np.ndarray]:
+        return self._matrices.array(key, "codes", lambda matrix: matrix.codes)
+
+    def _scales(self, key: str) -> Callable[[], np.ndarray]:
+        return self._matrices.array(key, "scales", lambda matrix: matrix.scales)
+
+    def matmul(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
+        return self._matmul(b, x, name, name, bias)
+
+    def fused_matmul(self, b: GraphBuilder, x: str, fused: str, names: list[str], bias: str) -> str:
+        return self._matmul(b, x, fused, "+".join(names), bias)
 
     def output_projection(self, b: GraphBuilder, x: str, name: str, bias: str) -> str:
-        return self._matmul(b, x, name, self.table(name), bias)
+        return self._matmul(b, x, name, f"table:{name}", bias)
 
     def lookup(self, b: GraphBuilder, name: str, ids: str) -> str:
         """Rows of a table for ``ids`` ``[B, S]`` → float ``[B, S, d_model]``: gather the tokens'
         code rows, split each byte into its two codes, scale each block."""
-        table = self.table(name)
-        rows = b.op("Gather", [b.derived(f"{name}.int4", table.codes), ids])  # [B, S, blocks, INT4_BLOCK / 2]
+        key = f"table:{name}"
+        inputs, _ = self._shape(key)
+        blocks = -(-inputs // INT4_BLOCK)
+        rows = b.op("Gather", [b.derived(f"{name}.int4", self._codes(key)), ids])  # [B, S, blocks, INT4_BLOCK / 2]
         byte = b.op("Cast", [rows], to=INT32)
         high = b.op("Div", [byte, b.const(np.int32(16))])
         low = b.op("Sub", [byte, b.mul(high, b.const(np.int32(16)))])
         pairs = b.op(
             "Concat", [b.op("Unsqueeze", [low, b.const(i64(-1))]), b.op("Unsqueeze", [high, b.const(i64(-1))])], axis=-1
         )
-        blocks_shape = b.op("Concat", [b.op("Shape", [ids]), b.const(i64(table.blocks, INT4_BLOCK))], axis=0)
+        blocks_shape = b.op("Concat", [b.op("Shape", [ids]), b.const(i64(blocks, INT4_BLOCK))], axis=0)
         codes = b.op("Reshape", [pairs, blocks_shape])  # [B, S, blocks, INT4_BLOCK]
         values = b.op("Sub", [b.op("Cast", [codes], to=FLOAT), b.const(np.float32(8.0))])
-        first_scale = b.mul(b.op("Cast", [ids], to=INT64), b.const(np.int64(table.blocks)))
+        first_scale = b.mul(b.op("Cast", [ids], to=INT64), b.const(np.int64(blocks)))
         scale_index = b.add(
-            b.op("Unsqueeze", [first_scale, b.const(i64(-1))]), b.const(np.arange(table.blocks, dtype=np.int64))
+            b.op("Unsqueeze", [first_scale, b.const(i64(-1))]), b.const(np.arange(blocks, dtype=np.int64))
         )
-        scale = b.op("Gather", [b.derived(f"{name}.int4_scale", table.scales), scale_index])  # [B, S, blocks]
+        scale = b.op("Gather", [b.derived(f"{name}.int4_scale", self._scales(key)), scale_index])  # [B, S, blocks]
         scaled = b.mul(values, b.op("Unsqueeze", [scale, b.const(i64(-1))]))
-        width = b.op("Concat", [b.op("Shape", [ids]), b.const(i64(table.blocks * INT4_BLOCK))], axis=0)
+        width = b.op("Concat", [b.op("Shape", [ids]), b.const(i64(blocks * INT4_BLOCK))], axis=0)
         flat = b.op("Reshape", [scaled, width])
-        if table.blocks * INT4_BLOCK == table.inputs:
+        if blocks * INT4_BLOCK == inputs:
             return flat
-        return b.op("Slice", [flat, b.const(i64(0)), b.const(i64(table.inputs)), b.const(i64(-1))])
+        return b.op("Slice", [flat, b.const(i64(0)), b.const(i64(inputs)), b.const(i64(-1))])
 
-    @staticmethod
-    def _matmul(b: GraphBuilder, x: str, name: str, matrix: Int4Matrix, bias: str) -> str:
-        inputs = [x, b.derived(f"{name}.int4", matrix.codes), b.derived(f"{name}.int4_scale", matrix.scales)]
+    def _matmul(self, b: GraphBuilder, x: str, name: str, key: str, bias: str) -> str:
+        inputs, outputs = self._shape(key)
+        codes = b.derived(f"{name}.int4", self._codes(key))
+        scales = b.derived(f"{name}.int4_scale", self._scales(key))
         y = b.op(
             "MatMulNBits",
-            inputs,
+            [x, codes, scales],
             domain=MS_DOMAIN,
-            K=matrix.inputs,
-            N=matrix.outputs,
+            K=inputs,
+            N=outputs,
             bits=4,
             block_size=INT4_BLOCK,
             accuracy_level=INT4_ACCURACY_LEVEL,
