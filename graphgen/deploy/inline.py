@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from google.protobuf.message import Message
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
 
 # A piece of the file: bytes to write, or (offset, length) of bytes to copy from the data file.
@@ -55,6 +56,15 @@ def _field(number: int, body: list[Piece]) -> list[Piece]:
     return [_varint(number << 3 | _LENGTH_DELIMITED) + _varint(_size(body)), *body]
 
 
+def _without(message: Message, *fields: str) -> bytes:
+    """``message`` serialized without ``fields``, which are written piece by piece after it."""
+    rest = type(message)()
+    rest.CopyFrom(message)
+    for field in fields:
+        rest.ClearField(field)
+    return rest.SerializeToString()
+
+
 class _Splicer:
     def __init__(self, data_name: str) -> None:
         self.data_name = data_name
@@ -72,20 +82,13 @@ class _Splicer:
         where = self.streamed(tensor)
         if where is None:
             return [tensor.SerializeToString()]
-        header = TensorProto()
-        header.CopyFrom(tensor)
-        header.ClearField("external_data")
-        header.ClearField("data_location")
-        return [header.SerializeToString(), *_field(_number(TensorProto, "raw_data"), [where])]
+        header = _without(tensor, "external_data", "data_location")
+        return [header, *_field(_number(TensorProto, "raw_data"), [where])]
 
     def attribute(self, attribute: AttributeProto) -> list[Piece]:
         if attribute.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
             return [attribute.SerializeToString()]
-        rest = AttributeProto()
-        rest.CopyFrom(attribute)
-        rest.ClearField("g")
-        rest.ClearField("graphs")
-        pieces: list[Piece] = [rest.SerializeToString()]
+        pieces: list[Piece] = [_without(attribute, "g", "graphs")]
         if attribute.HasField("g"):
             pieces += _field(_number(AttributeProto, "g"), self.graph(attribute.g))
         for graph in attribute.graphs:
@@ -95,20 +98,13 @@ class _Splicer:
     def node(self, node: NodeProto) -> list[Piece]:
         if not any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
             return [node.SerializeToString()]
-        rest = NodeProto()
-        rest.CopyFrom(node)
-        rest.ClearField("attribute")
-        pieces: list[Piece] = [rest.SerializeToString()]
+        pieces: list[Piece] = [_without(node, "attribute")]
         for attribute in node.attribute:
             pieces += _field(_number(NodeProto, "attribute"), self.attribute(attribute))
         return pieces
 
     def graph(self, graph: GraphProto) -> list[Piece]:
-        rest = GraphProto()
-        rest.CopyFrom(graph)
-        rest.ClearField("node")
-        rest.ClearField("initializer")
-        pieces: list[Piece] = [rest.SerializeToString()]
+        pieces: list[Piece] = [_without(graph, "node", "initializer")]
         for node in graph.node:
             pieces += _field(_number(GraphProto, "node"), self.node(node))
         for tensor in graph.initializer:
@@ -116,10 +112,7 @@ class _Splicer:
         return pieces
 
     def model(self, model: ModelProto) -> list[Piece]:
-        rest = ModelProto()
-        rest.CopyFrom(model)
-        rest.ClearField("graph")
-        return [rest.SerializeToString(), *_field(_number(ModelProto, "graph"), self.graph(model.graph))]
+        return [_without(model, "graph"), *_field(_number(ModelProto, "graph"), self.graph(model.graph))]
 
 
 def inline_pieces(model: ModelProto, data_name: str) -> list[Piece]:
