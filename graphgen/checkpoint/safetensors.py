@@ -72,8 +72,11 @@ def release_pages(array: np.ndarray) -> None:
 
     A view of the memory-mapped checkpoint keeps every page it was read through resident (and in
     the process's RSS) until the mapping closes; for an array read once, that is the whole export.
-    Arrays that are not views of such a mapping are left alone.
+    Arrays that are not views of such a mapping are left alone, and so are views whose bytes are not
+    one run of memory (a block of rows of a transposed view): the pages they span are still read.
     """
+    if not (array.flags.c_contiguous or array.flags.f_contiguous):
+        return
     base: object = array
     while isinstance(base, np.ndarray) and base.base is not None:
         base = base.base

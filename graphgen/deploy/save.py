@@ -135,8 +135,7 @@ class StreamedWeights:
         for start in range(0, rows.shape[0], step):
             block = rows[start : start + step]
             self.file.write(np.ascontiguousarray(block).data)
-            if block.flags.c_contiguous:  # a table's pages go as it is written (NLLB's is 1 GB)
-                release_pages(block)
+            release_pages(block)  # a table's pages go as it is written (NLLB's is 1 GB)
         tensor.data_location = onnx.TensorProto.EXTERNAL
         for key, value in (("location", self.name), ("offset", str(offset)), ("length", str(array.nbytes))):
             entry = tensor.external_data.add()

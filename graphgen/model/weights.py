@@ -221,8 +221,7 @@ def quantize_blocks(rows: np.ndarray) -> Int4Matrix:
         chunk = np.zeros((min(INT4_ROWS_PER_CHUNK, out - start), blocks * INT4_BLOCK), dtype=np.float32)
         source = rows[start : start + INT4_ROWS_PER_CHUNK]
         chunk[:, :inputs] = source
-        if source.flags.c_contiguous:  # a table's pages go as it is read (NLLB's is 1 GB)
-            release_pages(source)
+        release_pages(source)  # a table's pages go as it is read (NLLB's is 1 GB)
         chunk = chunk.reshape(len(chunk), blocks, INT4_BLOCK)
         peak = np.abs(chunk).max(axis=2)
         scale = np.where(peak > 0, peak / 7.0, 1.0).astype(np.float32)

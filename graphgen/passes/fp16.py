@@ -60,8 +60,8 @@ def _half_array(array: np.ndarray, name: str) -> np.ndarray:
             raise Float16Error(f"{name} holds values beyond float16's range")
         with np.errstate(over="ignore"):
             half[start : start + rows] = block
-        if block.flags.c_contiguous:  # the checkpoint's pages go as they are read
-            release_pages(block)
+        release_pages(block)  # the checkpoint's pages go as they are read
+    release_pages(array)  # those of a transposed view, whose blocks of rows are not one run
     return half
 
 
@@ -81,10 +81,7 @@ class _HalfWeights(Mapping[str, np.ndarray]):
         self._weights = weights
 
     def __getitem__(self, name: str) -> np.ndarray:
-        array = self._weights[name]
-        half = _half_array(array, name)
-        release_pages(array)
-        return half
+        return _half_array(self._weights[name], name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._weights)

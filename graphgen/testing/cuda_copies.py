@@ -177,7 +177,7 @@ class Placement:
 def basic_graph(path: Path | str) -> ModelProto:
     """The graph after ONNX Runtime's level-1 rewrites (constant folding and the like), which run
     before the providers are chosen; the weights are left out of the copy."""
-    return _basic_session(path).graph
+    return profile(path).graph
 
 
 @dataclass(frozen=True)
@@ -189,12 +189,9 @@ class Profile:
     runs: Counter[str]
 
 
-def profile(path: Path | str, feeds: dict) -> Profile:
-    """:func:`basic_graph` and the node runs of ``session.run(None, feeds)``, from one session."""
-    return _basic_session(path, feeds)
-
-
-def _basic_session(path: Path | str, feeds: dict | None = None) -> Profile:
+def profile(path: Path | str, feeds: dict | None = None) -> Profile:
+    """:func:`basic_graph` and the node runs of ``session.run(None, feeds)`` (none without ``feeds``),
+    from one session."""
     import json
 
     import onnxruntime as ort
