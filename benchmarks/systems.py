@@ -124,11 +124,14 @@ class _Graphgen:
     def __init__(self, path: Path) -> None:
         import onnxruntime as ort
 
+        from graphgen.runtime.mapped_weights import session_source
         from graphgen.runtime.translator import session_options
 
-        # graphgen.Translator's own options (memory patterns off), without its text-level wrapper
-        options = session_options(THREADS, extensions=False)
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        # loaded as graphgen.Translator loads a file (a single file's weights mapped from it, memory
+        # patterns off), without its text-level wrapper
+        source = session_source(path)
+        options = session_options(THREADS, extensions=False, config=source.config)
+        self.session = ort.InferenceSession(source.model, options, providers=["CPUExecutionProvider"])
 
     def generate(self, ids: np.ndarray, mask: np.ndarray, beams: int, new_tokens: int) -> list[int]:
         lengths = {k: np.array([v], np.int32) for k, v in _forced_length_kwargs(new_tokens).items()}

@@ -27,14 +27,16 @@ def extensions_library() -> str:
     raise FileNotFoundError("no onnxruntime-extensions library")
 
 
-def session(path: str, text: bool, config: dict[str, str]) -> ort.InferenceSession:
+def session(job: dict, text: bool) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    for key, value in config.items():  # what the file's metadata asks for (graphgen.session_config)
+    for key, value in job["config"].items():  # what the file's metadata asks for (graphgen.session_config)
         options.add_session_config_entry(key, value)
     if text:
         options.register_custom_ops_library(extensions_library())
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    # "from_bytes": the model is given as bytes (a single file with its weights mapped from it)
+    model = Path(job["model"]).read_bytes() if job.get("from_bytes") else job["model"]
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 def main(request_path: str) -> None:
@@ -43,7 +45,7 @@ def main(request_path: str) -> None:
     for job in request["jobs"]:
         try:
             if job["kind"] == "utf8":  # the portable tokenizer: bytes in, no library registered
-                s = session(job["model"], text=False, config=job["config"])
+                s = session(job, text=False)
                 out = []
                 for batch in job["batches"]:  # texts, or string inputs by name (text, target_language, ...)
                     feeds = dict(batch) if isinstance(batch, dict) else {"text": batch}
@@ -56,7 +58,7 @@ def main(request_path: str) -> None:
                     out += [row[0] for row in got.tolist()]
                 results[job["name"]] = out
             elif job["kind"] == "text":
-                s = session(job["model"], text=True, config=job["config"])
+                s = session(job, text=True)
                 out = []
                 for batch in job["batches"]:  # texts, or string inputs by name (text, target_language, ...)
                     feeds = batch if isinstance(batch, dict) else {"text": batch}
@@ -64,7 +66,7 @@ def main(request_path: str) -> None:
                     out += [row[0] for row in got.tolist()]
                 results[job["name"]] = out
             else:
-                s = session(job["model"], text=False, config=job["config"])
+                s = session(job, text=False)
                 out = []
                 for batch in job["batches"]:
                     feeds = {k: np.array(batch[k], dtype=np.int32) for k in ("input_ids", "attention_mask")}

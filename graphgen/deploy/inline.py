@@ -25,26 +25,16 @@ from typing import BinaryIO
 from google.protobuf.message import Message
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
 
+from graphgen._wire import LENGTH_DELIMITED, varint
+
 # A piece of the file: bytes to write, or (offset, length) of bytes to copy from the data file.
 Piece = bytes | tuple[int, int]
 
-_LENGTH_DELIMITED = 2
 _COPY_BLOCK = 16 * 2**20
 
 
 def _number(message: type, field: str) -> int:
     return int(message.DESCRIPTOR.fields_by_name[field].number)  # type: ignore[attr-defined]
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        if value:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
 
 
 def _size(pieces: list[Piece]) -> int:
@@ -53,7 +43,7 @@ def _size(pieces: list[Piece]) -> int:
 
 def _field(number: int, body: list[Piece]) -> list[Piece]:
     """``body`` (a message's pieces) as a length-delimited field ``number`` of the message around it."""
-    return [_varint(number << 3 | _LENGTH_DELIMITED) + _varint(_size(body)), *body]
+    return [varint(number << 3 | LENGTH_DELIMITED) + varint(_size(body)), *body]
 
 
 def _without(message: Message, *fields: str) -> bytes:

@@ -23,17 +23,7 @@ from collections.abc import Iterator
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from graphgen._graphs import all_nodes
-
-# Inputs that ONNX Runtime's CPU kernels prepack when they are constant: (domain, op) -> input indices.
-PREPACKED_INPUTS: dict[tuple[str, str], frozenset[int]] = {
-    ("", "MatMul"): frozenset({1}),
-    ("", "Gemm"): frozenset({1}),
-    ("com.microsoft", "DynamicQuantizeMatMul"): frozenset({1}),
-    ("com.microsoft", "MatMulNBits"): frozenset({1, 2}),
-}
-
-# The twin of weight W is named W + UNPACKED: the same bytes, for the readers that do not prepack.
-UNPACKED = ".unpacked"
+from graphgen.runtime.mapped_weights import PREPACKED_INPUTS, UNPACKED  # also what a single file's loading twins
 
 
 def node_inputs(graph: GraphProto) -> Iterator[tuple[NodeProto, int, bool]]:

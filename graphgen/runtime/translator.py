@@ -39,6 +39,7 @@ from graphgen.contract import (
     generation_settings,
     read_file_info,
 )
+from graphgen.runtime.mapped_weights import SessionSource, session_source
 
 __all__ = [
     "FLOAT_PARAMETERS",
@@ -160,9 +161,19 @@ class Translator:
     """
 
     def __init__(
-        self, model: str | Path | bytes, *, threads: int | None = None, providers: Sequence[str] | None = None
+        self,
+        model: str | Path | bytes,
+        *,
+        threads: int | None = None,
+        providers: Sequence[str] | None = None,
+        map_weights: bool = True,
     ):
-        """``model`` is a file's path or its contents (e.g. shipped to cluster workers in memory)."""
+        """``model`` is a file's path or its contents (e.g. shipped to cluster workers in memory).
+
+        A single file's weights are mapped from the file, as ``--external-data`` files' are, where
+        ONNX Runtime allows it (1.21 and later; ``mapped_weights``): less memory and a faster load than
+        reading the file whole, the same translations. ``map_weights=False`` reads it whole.
+        """
         path = Path("<bytes>") if isinstance(model, bytes) else Path(model)
         if not isinstance(model, bytes) and not path.is_file():
             raise GraphgenError(f"{path} does not exist")
@@ -176,15 +187,24 @@ class Translator:
             extensions = importlib.util.find_spec("onnxruntime_extensions") is not None
         except OSError as error:
             raise GraphgenError(f"cannot read {path}: {error}") from error
-        try:
-            with _SESSION_CREATION:
-                self._session = ort.InferenceSession(
-                    model if isinstance(model, bytes) else str(path),
-                    session_options(threads, extensions=extensions, config=config),
-                    providers=list(providers or [CPU_PROVIDER]),
-                )
-        except Exception as error:  # ORT raises several types for unreadable models
-            raise GraphgenError(f"cannot load {path}: {error}") from error
+        sources = [
+            SessionSource(model, {}, 0) if isinstance(model, bytes) else session_source(path, map_weights=map_weights)
+        ]
+        if sources[0].mapped_weights:  # should ONNX Runtime refuse the mapping, the file is read whole
+            sources.append(SessionSource(str(path), {}, 0))
+        for source in sources:
+            try:
+                with _SESSION_CREATION:
+                    self._session = ort.InferenceSession(
+                        source.model,
+                        session_options(threads, extensions=extensions, config=config | source.config),
+                        providers=list(providers or [CPU_PROVIDER]),
+                    )
+                break
+            except Exception as error:  # ORT raises several types for unreadable models
+                if source is sources[-1]:
+                    raise GraphgenError(f"cannot load {path}: {error}") from error
+        self.mapped_weights = source.mapped_weights  # how many weights the session maps from the file
         # ONNX Runtime falls back to the CPU when a provider cannot start (its libraries missing),
         # with a warning that the options above silence: a run meant for the GPU would go unnoticed.
         asked = [entry if isinstance(entry, str) else entry[0] for entry in providers or []]  # or (name, options)

@@ -29,7 +29,8 @@ def open_session(
     extensions: bool | None = None,
     providers: Sequence[str] = ("CPUExecutionProvider",),
 ) -> ort.InferenceSession:
-    """A plain ONNX Runtime session on an exported file (a path, its bytes or a ``ModelProto``).
+    """A plain ONNX Runtime session on an exported file (a path, its bytes or a ``ModelProto``);
+    a single file's weights are mapped from it where ONNX Runtime allows, as ``Translator`` does.
 
     The onnxruntime-extensions library is registered only when the file's metadata says it needs it
     (``--tokenizer extensions``), as a host does; ``extensions`` decides instead for graphs built in a
@@ -39,19 +40,22 @@ def open_session(
     import onnxruntime as ort
 
     from graphgen.contract import read_file_info
+    from graphgen.runtime.mapped_weights import session_source
     from graphgen.runtime.translator import session_options
 
     source: str | bytes
+    mapping: dict[str, str] = {}
     if isinstance(model, bytes):
         source = model
     elif isinstance(model, (str, Path)):
-        source = str(model)
+        mapped = session_source(model)  # a single file's weights mapped from it, as Translator does
+        source, mapping = mapped.model, mapped.config
     else:
         source = model.SerializeToString()
-    declared = read_file_info(source if isinstance(source, bytes) else Path(source))
+    declared = read_file_info(Path(model) if isinstance(model, (str, Path)) else source)
     if extensions is None:
         extensions = declared.needs_extensions
-    options = session_options(threads, extensions=extensions, config=declared.session_config)
+    options = session_options(threads, extensions=extensions, config=declared.session_config | mapping)
     return ort.InferenceSession(source, options, providers=list(providers))
 
 
