@@ -172,7 +172,9 @@ class Translator:
 
         A single file's weights are mapped from the file, as ``--external-data`` files' are, where
         ONNX Runtime allows it (1.21 and later; ``mapped_weights``): less memory and a faster load than
-        reading the file whole, the same translations. ``map_weights=False`` reads it whole.
+        reading the file whole, the same translations. The file must then not be rewritten in place
+        while the translator lives (replace it by a rename, as ``graphgen export`` does);
+        ``map_weights=False`` reads it whole.
         """
         path = Path("<bytes>") if isinstance(model, bytes) else Path(model)
         if not isinstance(model, bytes) and not path.is_file():
