@@ -31,6 +31,7 @@ class GraphBuilder:
         self.nodes: list[NodeProto] = []
         self.inputs: list[ValueInfoProto] = []
         self.outputs: list[ValueInfoProto] = []
+        self.value_info: list[ValueInfoProto] = []  # shapes ONNX Runtime's inference cannot find itself
         self.constants: list[TensorProto] = []
         self.weights_used: set[str] = set()
         self.derived_weights: dict[str, np.ndarray | Callable[[], np.ndarray]] = {}
@@ -56,6 +57,12 @@ class GraphBuilder:
                     node.input[:] = [name if x == value else x for x in node.input]
                     node.output[:] = [name if x == value else x for x in node.output]
         self.outputs.append(helper.make_tensor_value_info(name, elem_type, list(shape)))
+
+    def declare(self, value: str, elem_type: int, shape: Sequence[int | str]) -> str:
+        """State ``value``'s type and shape (symbolic dimensions by name) in the graph: ONNX Runtime
+        merges it with what its shape inference finds, and its fusions match on shapes."""
+        self.value_info.append(helper.make_tensor_value_info(value, elem_type, list(shape)))
+        return value
 
     def weight(self, name: str) -> str:
         """Refer to a model weight by its canonical name; the value is supplied at assembly."""
@@ -114,6 +121,7 @@ class GraphBuilder:
             self.inputs,
             self.outputs,
             initializer=[*self.constants, *initializers],
+            value_info=self.value_info,
         )
 
     def loop(

@@ -11,7 +11,7 @@ from functools import partial
 
 import numpy as np
 
-from graphgen.custom_ops.builder import FLOAT, INT32, GraphBuilder, i64
+from graphgen.custom_ops.builder import FLOAT, FLOAT16, INT32, GraphBuilder, i64
 from graphgen.model.attention import Attention
 from graphgen.model.positions import Positions
 from graphgen.model.spec import ModelSpec
@@ -63,6 +63,7 @@ class Transformer(Attention, Positions):
         mask: str,
         *,
         cross_bias: str | None = None,
+        query_groups: tuple[str, str] | None = None,
         processors: OutputBias | None = None,
         flat_logits: bool = False,
         ids_type: int = INT32,
@@ -74,6 +75,12 @@ class Transformer(Attention, Positions):
         it once, not per step). Without ``processors`` the logits are the model's own (HF's
         ``outputs.logits``): the caller applies the logits processors itself; with them, the output
         bias is what ``processors`` makes of the step's length (the BeamSearch op's subgraphs).
+
+        ``query_groups`` (the shape ``[items, K, H × D/H]``, and the name of the rows' symbolic dimension):
+        the rows are the ``K`` beams of each item, and ``cross`` and ``cross_bias`` (``[items, H, K,
+        S]``) are per item, not per row. Each item's beams then attend to its source as the ``K``
+        query positions of one attention (a query position's softmax is its own), with the caches
+        held and read once per item instead of once per beam.
         """
         b, spec = self.b, self.spec
         heads = spec.decoder_heads
@@ -94,7 +101,13 @@ class Transformer(Attention, Positions):
 
             def attend_source(h: str, prefix: str = prefix, index: int = index) -> str:
                 q, query_bias = self.cross_query(h, f"{prefix}.encoder_attn")
+                if query_groups is not None:
+                    q = b.op("Reshape", [q, query_groups[0]])
                 attended = self.cross_attention(q, *cross[index], heads, cross_bias, query_bias=query_bias)
+                if query_groups is not None:  # back to [rows, 1, H × D/H], stated so ORT still fuses the residual
+                    width = heads * spec.head_dim(heads)  # T5's may differ from d_model
+                    attended = b.op("Reshape", [attended, b.const(i64(-1, 1, width), "rows_shape")])
+                    b.declare(attended, FLOAT16 if self.float16 else FLOAT, [query_groups[1], 1, width])
                 return self.linear(attended, f"{prefix}.encoder_attn.out")
 
             x = self.sublayer(x, f"{prefix}.self_attn_layer_norm", attend_self)

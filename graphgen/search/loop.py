@@ -21,7 +21,9 @@ tokens and scores of the one-beam case of the above with ``early_stopping=True``
 nodes. The logits processors run on the model's logits in HF's order, including
 ``repetition_penalty`` on raw logits for greedy search and on log-probabilities for beam search,
 ``no_repeat_ngram_size``, and both ``renormalize_logits`` settings. The encoder and the
-cross-attention caches run once per item, before the loop; the loop body holds every decoder
+cross-attention caches run once per item, before the loop, and the caches stay per item: each
+step's cross-attention takes an item's beams as the query positions of one attention over its
+source (not a copy of the caches per beam); the loop body holds every decoder
 step, the first included (so each decoder weight has one reader, and ONNX Runtime prepacks it
 once).
 """
@@ -100,8 +102,9 @@ class _Beams:
         ]
 
 
+ROWS = "rows"  # the symbolic dimension of the decoder's rows (batch × beams)
 STATE_TYPES: list[tuple[int, list[str | int]]] = [
-    (INT64, ["rows", 1]),
+    (INT64, [ROWS, 1]),
     (INT64, ["batch", "beams", "length"]),
     (FLOAT, ["batch", "beams"]),
     (INT64, ["batch", "beams", "length"]),
@@ -581,9 +584,15 @@ def loop_search(
     states = t.encoder(input_ids, mask)
     cross = t.cross_caches(states)
     first_tokens = search.first_tokens(forced_bos)
-    row_mask = b.op("Gather", [mask, search.repeat])
-    row_cross = [(b.op("Gather", [k, search.repeat]), b.op("Gather", [v, search.repeat])) for k, v in cross]
-    cross_bias = t.padding_bias(row_mask, heads)
+    # Held once per item, not per beam: each item's beams are the query positions of one attention
+    # over its source (``decoder_step``'s ``query_groups``), with the padding bias [B, H, K, S].
+    item_bias = t.padding_bias(mask, heads)  # [B, H, 1, S]
+    bias_shape = b.op(
+        "Concat", [search.batch, b.const(i64(heads)), search.beams, b.op("Shape", [mask], start=1)], axis=0
+    )
+    cross_bias = b.op("Expand", [item_bias, bias_shape])
+    width = heads * spec.head_dim(heads)  # the attention's width (T5's may differ from d_model)
+    query_groups = (b.op("Concat", [search.grid, b.const(i64(width))], axis=0), ROWS)
     beams = _initial_beams(search)
     # Every decoder step, the first included, runs in the loop body: each decoder weight is read by
     # one node, so ONNX Runtime prepacks it once (a first step outside the loop doubled the decoder's
@@ -612,7 +621,7 @@ def loop_search(
     ]
     for name, (elem, shape) in zip(state_in, STATE_TYPES, strict=True):
         body.input(name, elem, shape)
-    cache_shape: list[str | int] = ["rows", heads, "past", spec.head_dim(heads)]
+    cache_shape: list[str | int] = [ROWS, heads, "past", spec.head_dim(heads)]
     past = []
     for index in range(spec.decoder_layers):
         key = body.input(f"search_step/past_key_{index}", cache_type, cache_shape)
@@ -627,9 +636,10 @@ def loop_search(
         beams_in.tokens,
         past_length,
         past,
-        row_cross,
-        row_mask,
+        cross,
+        mask,
         cross_bias=cross_bias,
+        query_groups=query_groups,
         flat_logits=True,
         ids_type=INT64,
     )
