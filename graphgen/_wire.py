@@ -1,6 +1,7 @@
 """Protobuf's wire format, the little of it graphgen reads and writes without a message class: a
 model file's fields walked without reading the weights' bytes (``runtime.mapped_weights``), and
-lengths written in front of pieces serialized apart (``deploy.inline``)."""
+lengths written in front of pieces serialized apart (``deploy.inline``), a file's metadata read
+without loading it (``contract.read_file_info``). Malformed bytes raise ``ValueError``."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ class Field(NamedTuple):
 def read_varint(buffer: bytes | mmap.mmap, at: int) -> tuple[int, int]:
     shift = value = 0
     while True:
+        if at >= len(buffer):
+            raise ValueError(f"the bytes end inside a number at byte {at}: not an ONNX model")
         byte = buffer[at]
         at += 1
         value |= (byte & 0x7F) << shift

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
+import os
 from dataclasses import dataclass, field
-from io import BufferedReader, BytesIO
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from graphgen._wire import fields
 
 # Inputs of a text-level file.
 TEXT = "text"  # string [batch]: the extensions-based tokenizer's input
@@ -247,62 +250,24 @@ class FileInfo:
         return self.metadata.get(Key.TARGET_LANGUAGE)
 
 
-def _varint(stream: BufferedReader | BytesIO) -> int | None:
-    shift = value = 0
-    while True:
-        byte = stream.read(1)
-        if not byte:
-            return None
-        value |= (byte[0] & 0x7F) << shift
-        if byte[0] < 0x80:
-            return value
-        shift += 7
-
-
-def _fields(stream: BufferedReader | BytesIO, wanted: int) -> list[bytes]:
-    """The length-delimited top-level fields numbered ``wanted``; the others are skipped unread."""
-    found = []
-    while (tag := _varint(stream)) is not None:
-        number, wire = tag >> 3, tag & 7
-        if wire == 0:
-            _varint(stream)
-        elif wire == 1:
-            stream.seek(8, 1)
-        elif wire == 5:
-            stream.seek(4, 1)
-        elif wire == 2:
-            length = _varint(stream) or 0
-            if number == wanted:
-                found.append(stream.read(length))
-            else:
-                stream.seek(length, 1)
-        else:
-            raise ValueError("not an ONNX model")
-    return found
+def _metadata(buffer: bytes | mmap.mmap) -> dict[str, str]:
+    """``ModelProto.metadata_props`` from a file's bytes; the other top-level fields are skipped unread."""
+    if buffer[4:8] == ORT_FORMAT_IDENTIFIER:
+        raise ValueError("an ORT-format (.ort) file, not an ONNX protobuf")
+    metadata = {}
+    for entry in fields(buffer, 0, len(buffer)):
+        if entry.number == 14:  # ModelProto.metadata_props: StringStringEntryProto key = 1, value = 2
+            parts = {part.number: buffer[part.value : part.end] for part in fields(buffer, entry.value, entry.end)}
+            metadata[bytes(parts.get(1, b"")).decode("utf-8")] = bytes(parts.get(2, b"")).decode("utf-8")
+    return metadata
 
 
 def read_file_info(model: str | Path | bytes) -> FileInfo:
     """The metadata of an ONNX file (a path or its bytes), read without loading the graph."""
-    metadata: dict[str, str] = {}
-
-    def read(stream: BufferedReader | BytesIO) -> None:
-        for entry in _fields(stream, 14):  # ModelProto.metadata_props
-            parts = dict.fromkeys((1, 2), b"")
-            inner = BytesIO(entry)
-            while (tag := _varint(inner)) is not None:
-                length = _varint(inner) or 0
-                parts[tag >> 3] = inner.read(length)
-            metadata[parts[1].decode("utf-8")] = parts[2].decode("utf-8")
-
     if isinstance(model, bytes):
-        stream: BufferedReader | BytesIO = BytesIO(model)
-    else:
-        stream = open(model, "rb")  # noqa: SIM115 (closed below)
-    try:
-        if stream.read(8)[4:] == ORT_FORMAT_IDENTIFIER:
-            raise ValueError("an ORT-format (.ort) file, not an ONNX protobuf")
-        stream.seek(0)
-        read(stream)
-    finally:
-        stream.close()
-    return FileInfo(metadata)
+        return FileInfo(_metadata(model))
+    with open(model, "rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            return FileInfo({})
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as buffer:
+            return FileInfo(_metadata(buffer))

@@ -89,6 +89,8 @@ class Transformer(Attention, Positions):
         presents = []
         if cross_bias is None:
             cross_bias = self.padding_bias(mask, heads)
+        width = heads * spec.head_dim(heads)  # the attention's width (T5's may differ from d_model)
+        rows_shape = b.const(i64(-1, 1, width), "rows_shape") if query_groups is not None else ""
         for index in range(spec.decoder_layers):
             prefix = f"decoder.layers.{index}"
             past = past_self[index] if past_self is not None else None
@@ -105,8 +107,7 @@ class Transformer(Attention, Positions):
                     q = b.op("Reshape", [q, query_groups[0]])
                 attended = self.cross_attention(q, *cross[index], heads, cross_bias, query_bias=query_bias)
                 if query_groups is not None:  # back to [rows, 1, H × D/H], stated so ORT still fuses the residual
-                    width = heads * spec.head_dim(heads)  # T5's may differ from d_model
-                    attended = b.op("Reshape", [attended, b.const(i64(-1, 1, width), "rows_shape")])
+                    attended = b.op("Reshape", [attended, rows_shape])
                     b.declare(attended, FLOAT16 if self.float16 else FLOAT, [query_groups[1], 1, width])
                 return self.linear(attended, f"{prefix}.encoder_attn.out")
 

@@ -253,7 +253,7 @@ def session_source(path: str | Path, *, map_weights: bool = True) -> SessionSour
     if map_weights and supported(ort.__version__):
         try:
             mapped = mapped_model(path)
-        except (ValueError, IndexError):  # not ONNX's protobuf, or an empty file
+        except ValueError:  # not ONNX's protobuf, or an empty file
             mapped = None
         if mapped is not None:
             return mapped
