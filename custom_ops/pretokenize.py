@@ -114,6 +114,13 @@ def metaspace(b: GraphBuilder, codes: str, segments: Segments, *, strip_right: b
     return codes, segments, _word_starts(b, codes, segments)
 
 
+def strip_trailing_whitespace(b: GraphBuilder, codes: str, segments: Segments) -> tuple[str, Segments]:
+    """HF's ``Strip(right)``: each segment without its trailing whitespace (Unicode White_Space)."""
+    keep = b.op("Not", [_trailing(b, is_white_space(b, codes), segments)])
+    segments, (codes,) = compact(b, segments, keep, [codes])
+    return codes, segments
+
+
 def is_white_space(b: GraphBuilder, codes: str) -> str:
     """bool: Unicode White_Space (Rust's ``char::is_whitespace``)."""
     found = b.op(
@@ -140,4 +147,12 @@ def whitespace_split(b: GraphBuilder, codes: str, segments: Segments) -> Result:
     return codes, segments, b.op("Or", [b.op("Or", [inserted, old_start]), _word_starts(b, codes, segments)])
 
 
-__all__ = ["METASPACE", "SPACE", "is_white_space", "metaspace", "sentencepiece_spaces", "whitespace_split"]
+__all__ = [
+    "METASPACE",
+    "SPACE",
+    "is_white_space",
+    "metaspace",
+    "sentencepiece_spaces",
+    "strip_trailing_whitespace",
+    "whitespace_split",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 
 import numpy as np
@@ -19,7 +20,9 @@ from graphgen.custom_ops import (
     split_on_literals,
     strip_tables,
 )
-from graphgen.custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, STRING
+from graphgen.custom_ops.added_tokens import AddedToken, find_added_tokens
+from graphgen.custom_ops.builder import BOOL, EXTENSIONS_DOMAIN, INT32, INT64, ML_DOMAIN, ML_OPSET, STRING
+from graphgen.custom_ops.flat import from_splits
 from graphgen.custom_ops.text import JOIN_LEVELS, join_strings
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -239,3 +242,57 @@ def test_builder_output_renames_at_the_source() -> None:
     session = open_session(builder_model(b, [helper.make_tensor_value_info("x", INT64, [None])]))
     got = session.run(None, {"x": np.array([1, 2], np.int64)})
     assert [g.tolist() for g in got] == [[2, 4], [1, 2], [3, 6]]
+
+
+def _added_reference(text: str, tokens: list[AddedToken]) -> tuple[list[int], list[int], list[int]]:
+    """Leftmost-longest occurrences, then each token's whitespace strips: (begins, ids, covered)."""
+    begins, ids, covered = [0] * len(text), [-1] * len(text), [0] * len(text)
+    at = 0
+    while at < len(text):
+        matches = [t for t in tokens if text.startswith(t.content, at)]
+        if not matches:
+            at += 1
+            continue
+        token = max(matches, key=lambda t: len(t.content))
+        begin, end = at, at + len(token.content)
+        while token.lstrip and begin > 0 and text[begin - 1].isspace():
+            begin -= 1
+        while token.rstrip and end < len(text) and text[end].isspace():
+            end += 1
+        begins[begin], ids[begin] = 1, token.id
+        covered[begin:end] = [1] * (end - begin)
+        at += len(token.content)
+    return begins, ids, covered
+
+
+def test_find_added_tokens_is_leftmost_longest() -> None:
+    """Overlapping tokens (one inside another, one running into the next), strips either side, and
+    segments the occurrences may not cross, against a left-to-right scan in Python."""
+    tokens = [
+        AddedToken("ab", 1),
+        AddedToken("bcd", 2),
+        AddedToken("abc", 3),
+        AddedToken("<m>", 4, lstrip=True),
+        AddedToken("cx", 5, rstrip=True),
+        AddedToken("d", 6),
+    ]
+    b = GraphBuilder("added")
+    segments = from_splits(b, "splits", b.op("Shape", ["codes"]))
+    found = find_added_tokens(b, "codes", segments, tokens, "added")
+    b.output(b.op("Cast", [found.begins], to=INT64), "begins", INT64, [None])
+    b.output(found.ids, "ids", INT64, [None])
+    b.output(b.op("Cast", [found.covered], to=INT64), "covered", INT64, [None])
+    inputs = [helper.make_tensor_value_info(name, INT64, [None]) for name in ("codes", "splits")]
+    session = open_session(builder_model(b, inputs, domains=[(ML_DOMAIN, ML_OPSET)]))
+    rng = random.Random(0)
+    alphabet = ["a", "b", "c", "d", "x", " ", "  ", "<m>", "cx", "abcd"]
+    for _ in range(300):
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10))) for _ in range(rng.randint(1, 4))]
+        codes = np.array([ord(c) for text in texts for c in text], dtype=np.int64)
+        splits = np.cumsum([0] + [len(text) for text in texts]).astype(np.int64)
+        got = [values.tolist() for values in session.run(None, {"codes": codes, "splits": splits})]
+        expected: list[list[int]] = [[], [], []]
+        for text in texts:
+            for column, values in zip(expected, _added_reference(text, tokens), strict=True):
+                column += values
+        assert got == expected, texts

@@ -10,6 +10,7 @@ string one, which equals ``batch_decode``. The graphs use no custom domain.
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ from graphgen.testing import (
     FAMILIES,
     LANGUAGE_TOKENIZERS,
     MADE_UP_WORDS,
+    added_token_strings,
     builder_model,
     generated_strings,
     language_tokenizer,
@@ -61,8 +63,9 @@ DOMAINS = [(ML_DOMAIN, ML_OPSET)]  # LabelEncoder; no custom domain
 class Portable:
     """A tokenizer-only and a detokenizer-only graph for one HF tokenizer, and the HF tokenizer."""
 
-    def __init__(self, name: str, directory: Path) -> None:
-        from transformers import MarianTokenizer
+    def __init__(self, name: str, directory: Path, *, trained: bool = False) -> None:
+        """``trained``: ``directory`` already holds the tokenizer files (else they are made there)."""
+        from transformers import AutoTokenizer, MarianTokenizer
 
         b = GraphBuilder("tok")
         self.source = SOURCES.get(name)
@@ -72,7 +75,7 @@ class Portable:
             spec = vocabulary.portable_spec(self.hf.eos_token_id, self.hf.pad_token_id)
             self.size = max(vocabulary.target_vocab.values()) + 1
         else:
-            self.hf = language_tokenizer(directory, name)
+            self.hf = AutoTokenizer.from_pretrained(directory) if trained else language_tokenizer(directory, name)
             language = load_language_vocabulary(directory)
             spec = language.portable_spec()
             self.size = max(language.piece_ids.values()) + 1 + MADE_UP_WORDS
@@ -168,6 +171,42 @@ def test_random_texts(portable: Portable) -> None:
         assert not _mismatches(portable, texts, utf8_batch(texts)), texts
 
     check()
+
+
+OTHER_ADDED = ["eng_Latn", "nob_Latn", "en_XX", "__fr__", "<mask>", "<extra_id_0>", "<extra_id_10>", "</s>"]
+
+
+def test_added_tokens_typed_in_the_text(portable: Portable) -> None:
+    """HF splits every added token out of a text before tokenizing the rest (language codes,
+    ``<mask>`` with the whitespace before it, T5's sentinels, the special tokens): leftmost-longest,
+    and in ``tokenizers`` pipelines the ``normalized`` ones (NLLB's ``<mask>``) in the normalized
+    text. The same ids on the cases and on 600 strings made of the tokenizer's own added tokens,
+    other families' codes, words and whitespace; HF splits a token out of most of them."""
+    own = {str(token.content): index for index, token in portable.hf.added_tokens_decoder.items()}
+    texts = added_token_strings([*own, *OTHER_ADDED])
+    wrong: list[str] = []
+    for start in range(0, len(texts), 50):
+        chunk = texts[start : start + 50]
+        wrong += _mismatches(portable, chunk, utf8_batch(chunk))
+    assert not wrong, f"{len(wrong)} strings differ from HF, e.g. {wrong[:3]!r}"
+    inner = [portable.hf(text).input_ids[1 if portable.source else 0 : -1] for text in texts]
+    split = sum(any(i in own.values() for i in ids) for ids in inner)
+    assert split > len(texts) // 2
+
+
+def test_split_special_tokens_leaves_them_text(tmp_path: Path) -> None:
+    """A tokenizer saved with ``split_special_tokens=True`` tokenizes its special tokens (NLLB's codes
+    among them) as text: so does the graph."""
+    from transformers import AutoTokenizer
+
+    language_tokenizer(tmp_path / "hub", "NllbTokenizer")
+    shutil.copytree(tmp_path / "hub", tmp_path / "split")
+    AutoTokenizer.from_pretrained(tmp_path / "split", split_special_tokens=True).save_pretrained(tmp_path / "split")
+    vocabulary = load_language_vocabulary(tmp_path / "split")
+    assert vocabulary.added_tokens == () and vocabulary.normalized_tokens == ()
+    portable = Portable("NllbTokenizer", tmp_path / "split", trained=True)
+    texts = ["say eng_Latn now", "x <mask> y", "a</s>b", "<s>fra_Latn</s>"]
+    assert not _mismatches(portable, texts, utf8_batch(texts))
 
 
 def test_bytes_that_are_not_utf8(portable: Portable) -> None:

@@ -58,7 +58,7 @@ from graphgen.testing.sessions import (
     run_id_file,
     text_feeds,
 )
-from graphgen.testing.strings import generated_strings, tokenizer_strings
+from graphgen.testing.strings import added_token_strings, generated_strings, tokenizer_strings
 from graphgen.testing.venvs import cached_venv, no_torch_python
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "Family",
     "IdFiles",
     "TextFiles",
+    "added_token_strings",
     "builder_model",
     "cached_venv",
     "corpus_pairs",

@@ -156,3 +156,41 @@ def generated_strings(count: int = 10_000, seed: int = 11) -> list[str]:
             line += _piece(rng, words) + rng.choice(("", " "))
         strings[index] = line[:2000]
     return strings[:count]
+
+
+# Texts around added tokens: whitespace each side (for lstrip/rstrip), tokens back to back or one
+# running into another ("eng_Latn" + "nob_Latn" share the "n"), forms that normalize into a token.
+ADDED_TOKEN_CASES = (
+    "say eng_Latn now",
+    "x <mask> y",
+    "a  <mask>  b",
+    " <mask>",
+    "<mask> ",
+    "x\u3000<mask>",
+    "a \t<mask>b",
+    "\uff1cmask\uff1e x",
+    "\uff45\uff4e\uff47_\uff2c\uff41\uff54\uff4e x",
+    "eng_Latnob_Latn",
+    "<mask><mask>",
+    "__en____fr__",
+    "<extra_id_1><extra_id_10>",
+    "<extra_id_1",
+    "x  fra_Latn  y",
+    "<s>eng_Latn</s>",
+    "a __fr__ b",
+    "say en_XX now",
+    "fra_Latn",
+)
+
+
+def added_token_strings(tokens: list[str], count: int = 600, seed: int = 3) -> list[str]:
+    """``ADDED_TOKEN_CASES`` and ``count`` strings from a fixed seed that put the given added tokens
+    (a tokenizer's language codes, ``<mask>``, sentinels) among words, whitespace and each other."""
+    rng = random.Random(seed)
+    words = ["a", "x", "猫", "bc", "é", "Latn", "_", "<", ">", *tokens[:1]]
+    spaces = [" ", "  ", "\t", "\u3000", ""]
+    strings = list(ADDED_TOKEN_CASES)
+    while len(strings) < len(ADDED_TOKEN_CASES) + count:
+        parts = [rng.choice(tokens) if rng.random() < 0.4 else rng.choice(words) for _ in range(rng.randint(1, 6))]
+        strings.append("".join(part + rng.choice(spaces) for part in parts))
+    return strings

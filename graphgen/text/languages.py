@@ -10,17 +10,19 @@ codes, and whose whitespace rules apply. HF builds the NLLB and mBART-50 tokeniz
 ``tokenizers`` library from the SentencePiece model (a ``Metaspace`` pipeline); M2M100's runs
 SentencePiece itself, as Marian's does.
 
-Encoding: the special tokens typed in the text (``<s>``, ``</s>``, ``<unk>``, ``<pad>``) are
-split off and each remaining chunk is tokenised on its own by the checkpoint's SentencePiece
-model (its normaliser included); pieces map to model ids through the HF vocabulary. Where
+Encoding (the extensions-based graph here; the portable one is ``text/portable.py``): the special
+tokens typed in the text (``<s>``, ``</s>``, ``<unk>``, ``<pad>``) are split off and each remaining
+chunk is tokenised on its own by the checkpoint's SentencePiece model (its normaliser included);
+pieces map to model ids through the HF vocabulary. Where
 SentencePiece drops trailing whitespace, the Metaspace pipeline keeps one ``▁`` for it: a second
 copy of the SentencePiece model, with whitespace removal off, tells which chunks end in
 whitespace. Decoding joins each id's text, ``▁`` as a space, special tokens skipped; the
 Metaspace decoder drops the ``▁`` of the first token, M2M100's strips the result (as Marian's).
 
-Not reproduced: HF also splits language codes and ``<mask>`` out of the text when a user types
-them inside it (``"say eng_Latn"``); the graph tokenises them as text (one literal split per
-code would cost some 25 nodes each, for 200 codes).
+Not reproduced by this graph: HF also splits language codes and ``<mask>`` out of the text when a
+user types them inside it (``"say eng_Latn"``); the extensions-based graph tokenises them as text
+(its string ops would need one literal split per code). The portable graph splits them all
+(``added_tokens``, ``custom_ops/added_tokens.py``).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from graphgen.custom_ops.trie import CodepointTrie, lookup
 from graphgen.custom_ops.utf8 import decode_utf8
 from graphgen.model.spec import ModelSpec
 from graphgen.text.marian import check_spm, sentencepiece_op
-from graphgen.text.portable import PipelineSteps, PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
+from graphgen.text.portable import AddedToken, PipelineSteps, PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
 from graphgen.text.rules import tokenizer_rules
 from graphgen.text.sentencepiece import parse_model
 from graphgen.text.vocabulary import Vocabulary
@@ -89,6 +91,9 @@ class LanguageVocabulary:
     unknown_text: str  # what an id outside ``piece_ids`` decodes to
     max_length: int
     pipeline: str | None = None  # the tokenizers pipeline (JSON) HF runs; None: SentencePiece itself (M2M100)
+    # the added tokens HF finds in a text as typed, and (``tokenizers``' ``normalized=True``) after normalizing it
+    added_tokens: tuple[AddedToken, ...] = ()
+    normalized_tokens: tuple[AddedToken, ...] = ()
 
     def portable_spec(self) -> PortableSpec:
         """What the portable tokenizer graph needs to reproduce this tokenizer."""
@@ -100,11 +105,13 @@ class LanguageVocabulary:
                 self.unk_id,
                 self.eos_id,
                 self.pad_id,
-                self.split_tokens,
+                self.added_tokens,
                 marian=False,
                 name=name,
             )
-        return spec_for_tokenizers(json.loads(self.pipeline), self.split_tokens, self.eos_id, self.pad_id, name)
+        return spec_for_tokenizers(
+            json.loads(self.pipeline), self.added_tokens, self.normalized_tokens, self.eos_id, self.pad_id, name
+        )
 
     # The text.vocabulary.Vocabulary interface.
     def portable_tokenizer(self, spec: ModelSpec) -> PortableSpec:
@@ -123,7 +130,34 @@ class LanguageVocabulary:
 
     @property
     def split_tokens(self) -> dict[str, int]:
+        """The special tokens the extensions-based graph splits off (not the language codes)."""
         return {token: self.piece_ids[token] for token in SPLIT_TOKENS if token in self.piece_ids}
+
+
+def added_tokens(tokenizer: Any, runs_pipeline: bool) -> tuple[tuple[AddedToken, ...], tuple[AddedToken, ...]]:
+    """The tokens a loaded HF tokenizer splits out of a text before tokenizing the rest: (found in the
+    text as typed, found in the normalized text). ``tokenizers`` pipelines look for a token flagged
+    ``normalized`` after normalizing; transformers' SentencePiece-based tokenizers look for every
+    token as typed. Flags the graph does not reproduce stop the export, naming the token."""
+    name = type(tokenizer).__name__
+    typed: list[AddedToken] = []
+    normalized: list[AddedToken] = []
+    skip_special = bool(getattr(tokenizer, "split_special_tokens", False))  # special tokens are then text
+    for index, token in sorted(tokenizer.added_tokens_decoder.items()):
+        if skip_special and token.special:
+            continue
+        if token.single_word:
+            raise UnsupportedModelError(
+                f"the {name}'s added token {token.content!r} is single_word, which graphgen does not reproduce"
+            )
+        if not runs_pipeline and (token.lstrip or token.rstrip):
+            raise UnsupportedModelError(
+                f"the {name}'s added token {token.content!r} strips whitespace in a SentencePiece-based tokenizer, "
+                "which graphgen does not reproduce"
+            )
+        found = AddedToken(str(token.content), int(index), lstrip=bool(token.lstrip), rstrip=bool(token.rstrip))
+        (normalized if runs_pipeline and token.normalized else typed).append(found)
+    return tuple(typed), tuple(normalized)
 
 
 def language_codes(tokenizer: Any) -> dict[str, int] | None:
@@ -215,6 +249,7 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
             f"the {name} of {directory} lays {probe!r} out as {layout}; graphgen builds {wanted} "
             "(NLLB's legacy_behaviour=True is not supported)"
         )
+    typed, normalized = added_tokens(tokenizer, runs_pipeline=rule.metaspace)
     return LanguageVocabulary(
         tokenizer_class=name,
         spm=spm,
@@ -230,6 +265,8 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
         unknown_text=str(tokenizer.unk_token) if rule.unknown_verbatim else "",
         max_length=int(min(tokenizer.model_max_length, 1 << 30)),
         pipeline=tokenizer.backend_tokenizer.to_str() if rule.metaspace else None,
+        added_tokens=typed,
+        normalized_tokens=normalized,
     )
 
 

@@ -39,7 +39,7 @@ from graphgen.custom_ops import (
 )
 from graphgen.custom_ops.builder import EXTENSIONS_DOMAIN, i64
 from graphgen.model.spec import ModelSpec
-from graphgen.text.portable import PortableSpec, spec_for_sentencepiece
+from graphgen.text.portable import AddedToken, PortableSpec, spec_for_sentencepiece
 from graphgen.text.sentencepiece import parse_model
 
 SPECIAL_TOKENS = ("</s>", "<unk>", "<pad>")
@@ -62,7 +62,9 @@ class MarianVocabulary:
 
     def portable_spec(self, eos_id: int, pad_id: int) -> PortableSpec:
         """What the portable tokenizer graph needs to reproduce MarianTokenizer's encoding."""
-        specials = {token: self.source_vocab[token] for token in SPECIAL_TOKENS if token in self.source_vocab}
+        specials = [
+            AddedToken(token, self.source_vocab[token]) for token in SPECIAL_TOKENS if token in self.source_vocab
+        ]
         return spec_for_sentencepiece(
             self.source_spm, self.source_vocab, self.unk_id, eos_id, pad_id, specials, marian=True, name="source.spm"
         )

@@ -7,8 +7,10 @@ other binding. What each family's HF tokenizer does is first read into a :class:
 spec alone, out of the blocks in ``custom_ops``:
 
 1. ``utf8``: bytes → code points (``bytes.decode("utf-8", errors="replace")``, U+0000 dropped);
-2. the special tokens typed in the text (``</s>``, ``<unk>``, ...) and Marian's leading ``>>xx<<``
-   split off, as HF's added-token split and ``MarianTokenizer.remove_language_code`` do;
+2. the added tokens typed in the text (``</s>``, ``<unk>``, language codes, ``<mask>``, sentinels)
+   and Marian's leading ``>>xx<<`` split off, as HF's added-token split and
+   ``MarianTokenizer.remove_language_code`` do (``custom_ops.added_tokens``); the tokens that
+   ``tokenizers`` looks for in the normalized text (``normalized=True``) after step 3;
 3. ``normalize``: the SentencePiece model's own ``precompiled_charsmap``, read as SentencePiece
    does (longest match: Marian, M2M100) or as HF ``tokenizers`` does (grapheme clusters: NLLB,
    mBART-50, T5);
@@ -22,6 +24,7 @@ spec alone, out of the blocks in ``custom_ops``:
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +32,14 @@ import numpy as np
 
 from graphgen._errors import UnsupportedModelError
 from graphgen.custom_ops import GraphBuilder, ragged_to_padded
+from graphgen.custom_ops.added_tokens import AddedToken, find_added_tokens
 from graphgen.custom_ops.builder import INT64, i64
 from graphgen.custom_ops.flat import (
     Segments,
     compact,
     first_index,
     from_flags,
+    from_splits,
     last_where,
     neighbour,
     next_where,
@@ -47,7 +52,12 @@ from graphgen.custom_ops.flat import (
     zeros,
 )
 from graphgen.custom_ops.normalize import Charsmap, apply_units, grapheme_units, longest_units
-from graphgen.custom_ops.pretokenize import metaspace, sentencepiece_spaces, whitespace_split
+from graphgen.custom_ops.pretokenize import (
+    metaspace,
+    sentencepiece_spaces,
+    strip_trailing_whitespace,
+    whitespace_split,
+)
 from graphgen.custom_ops.segment import Merges, Tokens, bpe, fuse_unknown, unigram
 from graphgen.custom_ops.trie import CodepointTrie, lookup
 from graphgen.custom_ops.utf8 import decode_utf8
@@ -85,12 +95,14 @@ class PortableSpec:
     to_model_ids: np.ndarray | None  # model piece id → the id the encoder reads; None: the same
     unknown_runs: dict[str, int]  # the text of a run of unknown pieces → id, where the tokenizer has one
     unk_id: int  # the encoder's unknown id
-    split_tokens: dict[str, int]  # special tokens typed in the text, split off first
+    added_tokens: tuple[AddedToken, ...]  # typed in the text, split off first (language codes, </s>, ...)
     lead_tokens: dict[str, int] | None  # Marian: ">>xx<<" at the start of a chunk; None: no such rule
     eos_id: int
     pad_id: int
     strip_right: bool = False
     collapse: bool = False
+    # added tokens the tokenizer finds in the normalized text (``tokenizers``' ``normalized=True``)
+    normalized_tokens: tuple[AddedToken, ...] = ()
     notes: list[str] = field(default_factory=list)
 
 
@@ -161,7 +173,7 @@ def spec_for_sentencepiece(
     unk_id: int,
     eos_id: int,
     pad_id: int,
-    split_tokens: dict[str, int],
+    added_tokens: Sequence[AddedToken],
     *,
     marian: bool,
     name: str,
@@ -185,7 +197,7 @@ def spec_for_sentencepiece(
         to_model_ids=to_model,
         unknown_runs=_unknown_runs(vocab, single),
         unk_id=unk_id,
-        split_tokens=split_tokens,
+        added_tokens=tuple(added_tokens),
         lead_tokens=leads,
         eos_id=eos_id,
         pad_id=pad_id,
@@ -211,9 +223,15 @@ class PipelineSteps:
 
 
 def spec_for_tokenizers(
-    pipeline: dict[str, Any], split_tokens: dict[str, int], eos_id: int, pad_id: int, name: str
+    pipeline: dict[str, Any],
+    added_tokens: Sequence[AddedToken],
+    normalized_tokens: Sequence[AddedToken],
+    eos_id: int,
+    pad_id: int,
+    name: str,
 ) -> PortableSpec:
-    """NLLB, mBART-50, T5: the ``tokenizers`` pipeline that transformers 5 builds (its JSON)."""
+    """NLLB, mBART-50, T5: the ``tokenizers`` pipeline that transformers 5 builds (its JSON).
+    ``added_tokens`` are found in the text as typed, ``normalized_tokens`` after normalization."""
     parts = PipelineSteps.of(pipeline)
     steps, kinds, pre_steps, pre_kinds = parts.steps, parts.kinds, parts.pre_steps, parts.pre_kinds
     meta = pre_steps[-1] if pre_steps else {}
@@ -279,7 +297,8 @@ def spec_for_tokenizers(
         to_model_ids=None,
         unknown_runs=unknown_runs,
         unk_id=unk,
-        split_tokens=split_tokens,
+        added_tokens=tuple(added_tokens),
+        normalized_tokens=tuple(normalized_tokens),
         lead_tokens=None,
         eos_id=eos_id,
         pad_id=pad_id,
@@ -289,36 +308,6 @@ def spec_for_tokenizers(
 
 
 # --- the graph ---------------------------------------------------------------------------------
-
-
-def _matches(b: GraphBuilder, codes: str, rows: Segments, literal: str) -> str:
-    """bool ``[T]``: whether ``literal`` starts at each code point (inside one row)."""
-    found = b.op("Equal", [codes, b.const(np.int64(ord(literal[0])))])
-    for k, char in enumerate(literal[1:], start=1):
-        found = b.op(
-            "And", [found, b.op("Equal", [neighbour(b, codes, rows, k, np.int64(-1)), b.const(np.int64(ord(char)))])]
-        )
-    return found
-
-
-def _split_literals(b: GraphBuilder, codes: str, rows: Segments, tokens: dict[str, int]) -> tuple[str, str, str]:
-    """Special tokens typed in the text: (bool ``[T]`` first code point of one, int64 ``[T]`` its id or
-    -1, bool ``[T]`` inside one). HF splits them off with a leftmost-longest search; the literals
-    never overlap (checked), so every occurrence is one."""
-    for first in tokens:
-        for second in tokens:
-            if (first != second and first in second) or any(second.startswith(first[i:]) for i in range(1, len(first))):
-                raise ValueError(f"special tokens {first!r} and {second!r} can overlap")
-    begins = b.op("Expand", [b.const(np.array(False)), b.op("Shape", [codes])])
-    ids = b.op("Expand", [b.const(np.int64(-1)), b.op("Shape", [codes])])
-    inside = begins
-    for literal, index in tokens.items():
-        here = _matches(b, codes, rows, literal)
-        begins = b.op("Or", [begins, here])
-        ids = b.op("Where", [here, b.const(np.int64(index)), ids])
-        for k in range(len(literal)):
-            inside = b.op("Or", [inside, shift(b, here, -k, np.bool_(False))])
-    return begins, ids, inside
 
 
 def _lead_tokens(
@@ -352,19 +341,45 @@ def _lead_tokens(
     return within, b.op("Where", [b.op("Greater", [chunk_length, b.const(np.int64(0))]), found, b.const(np.int64(-1))])
 
 
-def _segment(b: GraphBuilder, spec: PortableSpec, codes: str, chunks: Segments) -> tuple[Tokens, str]:
-    """Normalize, apply the whitespace rules and segment. Returns the tokens (their ids as the model
-    gives them) and, per token, its chunk."""
+def _split_normalized(
+    b: GraphBuilder, spec: PortableSpec, codes: str, chunks: Segments
+) -> tuple[str, Segments, str, str]:
+    """``tokenizers`` looks for its ``normalized`` added tokens in each chunk's normalized text (after
+    its right strip, if the pipeline has one) and splits the chunk there. Returns the text's code
+    points, its sub-chunks (one per text between the tokens and one, emptied, per token), and per
+    sub-chunk its chunk and its token's id (-1 for text)."""
+    if spec.strip_right:
+        codes, chunks = strip_trailing_whitespace(b, codes, chunks)
+    found = find_added_tokens(b, codes, chunks, spec.normalized_tokens, "normalized_tokens")
+    after = b.op("And", [b.op("Not", [found.covered]), neighbour(b, found.covered, chunks, -1, np.bool_(False))])
+    subs = from_flags(b, b.op("Or", [starts(b, chunks), b.op("Or", [found.begins, after])]))
+    first = b.op("Slice", [subs.splits, b.const(i64(0)), b.const(i64(-1))])
+    parent = b.op("Gather", [chunks.seg, first])
+    token = b.op("Gather", [found.ids, first])
+    subs, (codes,) = compact(b, subs, b.op("Not", [found.covered]), [codes])
+    return codes, subs, parent, token
+
+
+def _segment(b: GraphBuilder, spec: PortableSpec, codes: str, chunks: Segments) -> tuple[str, str]:
+    """Normalize, apply the whitespace rules and segment. Returns the ids in order (as the encoder
+    reads them) and, per id, its chunk."""
     charsmap = Charsmap.from_blob(spec.charsmap)
     if spec.normalization == "longest":
         unit_starts, value = longest_units(b, charsmap, codes, chunks)
     else:
         unit_starts, value = grapheme_units(b, charsmap, codes, chunks)
     codes, chunks, unit = apply_units(b, charsmap, codes, chunks, unit_starts, value)
+    split = None
+    if spec.normalized_tokens:
+        if spec.spaces == "sentencepiece":
+            raise ValueError("SentencePiece's own pipeline has no normalized added tokens")
+        codes, chunks, parent, sub_token = _split_normalized(b, spec, codes, chunks)
+        split = parent, sub_token
     if spec.spaces == "sentencepiece":
         codes, chunks, word_starts = sentencepiece_spaces(b, codes, chunks, unit)
     elif spec.spaces == "metaspace":
-        codes, chunks, word_starts = metaspace(b, codes, chunks, strip_right=spec.strip_right, collapse=spec.collapse)
+        strip = spec.strip_right and split is None  # else stripped before the split
+        codes, chunks, word_starts = metaspace(b, codes, chunks, strip_right=strip, collapse=spec.collapse)
     else:
         codes, chunks, word_starts = whitespace_split(b, codes, chunks)
     words = from_flags(b, b.op("Or", [word_starts, starts(b, chunks)]))
@@ -394,7 +409,37 @@ def _segment(b: GraphBuilder, spec: PortableSpec, codes: str, chunks: Segments) 
         found = lookup(b, trie, codes, tokens.begin, tokens.length, "unknown_runs")
         found = b.op("Where", [b.op("Less", [found, b.const(np.int64(0))]), b.const(np.int64(spec.unk_id)), found])
         ids = b.op("Where", [unknown, found, ids])
-    return Tokens(ids, tokens.seq, tokens.begin, tokens.length), chunk_of
+    if split is not None:  # the normalized tokens between their sub-chunks' pieces
+        parent, sub_token = split
+        ids, per_sub = _interleave(b, sub_token, chunk_of, ids)
+        sub_of = from_splits(b, splits_from_counts(b, per_sub), b.op("Shape", [ids])).seg
+        chunk_of = b.op("Gather", [parent, sub_of])
+    return ids, chunk_of
+
+
+def _interleave(b: GraphBuilder, leads: str, item_group: str, items: str) -> tuple[str, str]:
+    """Groups in order, each with its lead id first (where it is ≥ 0), then its items in order.
+    ``leads`` int64 ``[G]``; ``item_group`` int64 ``[N]`` (non-decreasing) and ``items`` int64 ``[N]``.
+    Returns the ids (int64 ``[M]``) and how many each group has (int64 ``[G]``)."""
+    extra = b.op("Cast", [b.op("GreaterOrEqual", [leads, b.const(np.int64(0))])], to=INT64)
+    ones = b.op("Expand", [b.const(np.int64(1)), b.op("Shape", [item_group])])
+    pieces = b.op("ScatterElements", [b.op("Mul", [leads, b.const(np.int64(0))]), item_group, ones], reduction="add")
+    total = b.add(pieces, extra)
+    offset = b.op("Sub", [b.op("CumSum", [total, b.const(np.int64(0))]), total])
+    rank = b.op(
+        "Sub",
+        [
+            positions(b, item_group),
+            last_where(b, b.op("Not", [b.op("Equal", [shift(b, item_group, -1, np.int64(-1)), item_group])])),
+        ],
+    )
+    at = b.add(b.add(b.op("Gather", [offset, item_group]), b.op("Gather", [extra, item_group])), rank)
+    values = b.op("ScatterElements", [zeros(b, b.op("ReduceSum", [total], keepdims=1)), at, items])
+    has = b.op("Greater", [extra, b.const(np.int64(0))])
+    values = b.op(
+        "ScatterElements", [values, b.op("Compress", [offset, has], axis=0), b.op("Compress", [leads, has], axis=0)]
+    )
+    return values, total
 
 
 def add_portable_tokenizer(
@@ -409,54 +454,23 @@ def add_portable_tokenizer(
     ``[batch]``) are language tokens put first."""
     codes, rows = decode_utf8(b, text_utf8)
     batch = b.op("Shape", [text_utf8], start=0, end=1)
-    # Chunks: each special token typed in the text is one, and so is each text between them.
-    special_begins, special_ids, in_special = _split_literals(b, codes, rows, spec.split_tokens)
-    after_special = b.op("And", [b.op("Not", [in_special]), neighbour(b, in_special, rows, -1, np.bool_(False))])
-    chunk_flags = b.op("Or", [starts(b, rows), b.op("Or", [special_begins, after_special])])
+    # Chunks: each added token typed in the text is one, and so is each text between them.
+    added = find_added_tokens(b, codes, rows, spec.added_tokens, "added_tokens")
+    after_added = b.op("And", [b.op("Not", [added.covered]), neighbour(b, added.covered, rows, -1, np.bool_(False))])
+    chunk_flags = b.op("Or", [starts(b, rows), b.op("Or", [added.begins, after_added])])
     chunks = from_flags(b, chunk_flags)
     chunk_begin = b.op("Slice", [chunks.splits, b.const(i64(0)), b.const(i64(-1))])
     chunk_row = b.op("Gather", [rows.seg, chunk_begin])
-    chunk_special = b.op("Gather", [special_ids, chunk_begin])  # -1 for text chunks
-    text = b.op("Not", [in_special])
-    lead_ids = None
-    if spec.lead_tokens is not None:
+    first_id = b.op("Gather", [added.ids, chunk_begin])  # -1 for text chunks
+    text = b.op("Not", [added.covered])
+    if spec.lead_tokens is not None:  # a text chunk's lead token: never in an added token's chunk
         in_lead, lead_ids = _lead_tokens(b, codes, chunks, text, spec.lead_tokens, spec.unk_id)
         text = b.op("And", [text, b.op("Not", [in_lead])])
+        first_id = b.op("Max", [first_id, lead_ids])
     text_chunks, (text_codes,) = compact(b, chunks, text, [codes])
-    tokens, token_chunk = _segment(b, spec, text_codes, text_chunks)
-    # Per chunk: its special or lead token first, then its pieces; chunks in order, rows in order.
-    extra = b.op("Cast", [b.op("GreaterOrEqual", [chunk_special, b.const(np.int64(0))])], to=INT64)
-    first_id = chunk_special
-    if lead_ids is not None:
-        extra = b.add(extra, b.op("Cast", [b.op("GreaterOrEqual", [lead_ids, b.const(np.int64(0))])], to=INT64))
-        first_id = b.op("Max", [chunk_special, lead_ids])
-    pieces = b.op(
-        "ScatterElements",
-        [
-            b.op("Mul", [chunk_begin, b.const(np.int64(0))]),
-            token_chunk,
-            b.op("Expand", [b.const(np.int64(1)), b.op("Shape", [token_chunk])]),
-        ],
-        reduction="add",
-    )
-    total = b.add(pieces, extra)
-    offset = b.op("Sub", [b.op("CumSum", [total, b.const(np.int64(0))]), total])
-    token_rank = b.op(
-        "Sub",
-        [
-            positions(b, token_chunk),
-            last_where(b, b.op("Not", [b.op("Equal", [shift(b, token_chunk, -1, np.int64(-1)), token_chunk])])),
-        ],
-    )
-    token_at = b.add(b.add(b.op("Gather", [offset, token_chunk]), b.op("Gather", [extra, token_chunk])), token_rank)
-    all_count = b.op("ReduceSum", [total], keepdims=1)
-    values = zeros(b, all_count)
-    values = b.op("ScatterElements", [values, token_at, tokens.ids])
-    has_extra = b.op("Greater", [extra, b.const(np.int64(0))])
-    values = b.op(
-        "ScatterElements",
-        [values, b.op("Compress", [offset, has_extra], axis=0), b.op("Compress", [first_id, has_extra], axis=0)],
-    )
+    ids, token_chunk = _segment(b, spec, text_codes, text_chunks)
+    # Per chunk: its added or lead token first, then its pieces; chunks in order, rows in order.
+    values, total = _interleave(b, first_id, token_chunk, ids)
     per_row = b.op("ScatterElements", [zeros(b, batch), chunk_row, total], reduction="add")
     row_splits = splits_from_counts(b, per_row)
     has_source = None
@@ -475,4 +489,11 @@ def add_portable_tokenizer(
     return ids, mask, batch
 
 
-__all__ = ["PipelineSteps", "PortableSpec", "add_portable_tokenizer", "spec_for_sentencepiece", "spec_for_tokenizers"]
+__all__ = [
+    "AddedToken",
+    "PipelineSteps",
+    "PortableSpec",
+    "add_portable_tokenizer",
+    "spec_for_sentencepiece",
+    "spec_for_tokenizers",
+]
