@@ -14,7 +14,8 @@ Python path for them:
   ``MatMulNBits``) and its translations of the first 64 sources in batches of 16;
 * ``demo-en-zh-greedy.onnx`` and ``expected-greedy.txt``: a copy baked with ``num_beams=1``
   (``graphgen bake``: how hosts that cannot feed optional inputs choose settings) and the greedy
-  translations of the first 40 sources;
+  translations of the first 40 sources; ``demo-en-zh-greedy-external.onnx`` (+ ``.data``): the same
+  copy baked from an ``--external-data`` export, its weights beside it;
 * ``long.txt``: a source longer than the model's 512 positions, then its translation with
   ``truncate=True`` (without it the file must stop with an error naming the limit), and
   ``demo-en-zh-truncate.onnx``, a copy with ``truncate`` baked in (``graphgen bake --truncate``)
@@ -58,6 +59,10 @@ def main(out: Path) -> None:
     write_baked(text_model, out / "demo-en-zh-greedy.onnx", {"num_beams": 1})
     greedy = translator.translate(sources[:40], num_beams=1)
     (out / "expected-greedy.txt").write_text("".join(f"{t}\n" for t in greedy), encoding="utf-8")
+    # the same copy with its weights beside it (a page's memory saver: onnxruntime-web's externalData)
+    external = out / "demo-en-zh-external.onnx"
+    graphgen.export(str(DEMO), str(external), external_data=True, progress=lambda _: None)
+    write_baked(external, out / "demo-en-zh-greedy-external.onnx", {"num_beams": 1})
     graphgen.export(str(DEMO), str(out / "demo-en-zh-int4.onnx"), int4=True, progress=lambda _: None)
     int4 = graphgen.Translator(out / "demo-en-zh-int4.onnx")
     quantized = [t for start in range(0, 64, 16) for t in int4.translate(sources[start : start + 16])]

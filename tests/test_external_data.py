@@ -78,11 +78,19 @@ def test_the_lookups_read_a_twin_of_the_packed_table(external_file: Path) -> Non
     assert data < sum(int(length) for _, length in stored) + DATA_ALIGNMENT * len(stored)
 
 
-def test_a_rewritten_file_stores_the_table_once(external_file: Path, demo_onnx: Path, tmp_path: Path) -> None:
-    """``bake`` reads the file back and writes it as one file: the twin is merged, not copied."""
+def test_a_baked_copy_keeps_its_weights_beside_it(external_file: Path, demo_onnx: Path, tmp_path: Path) -> None:
+    """``bake`` of an ``--external-data`` file writes its copy the same way (what onnxruntime-web takes
+    as ``externalData``, a page's memory saver; and every binding maps): the twin over the same bytes
+    again, the table stored once, the same translations. A single file's copy is a single file."""
     baked = tmp_path / "baked.onnx"
-    write_baked(external_file, baked, {"num_beams": 4})
-    model = onnx.load(str(baked))
-    assert not [t.name for t in model.graph.initializer if t.name.endswith(UNPACKED)]
-    assert abs(baked.stat().st_size - demo_onnx.stat().st_size) < 2**20
+    assert write_baked(external_file, baked, {"num_beams": 4}) == [baked, tmp_path / "baked.onnx.data"]
+    model = onnx.load(str(baked), load_external_data=False)
+    locations = _locations(model)
+    twins = [name for name in locations if name.endswith(UNPACKED)]
+    assert twins and all(locations[t][1:] == locations[t.removesuffix(UNPACKED)][1:] for t in twins)
+    source_data = external_file.with_name(external_file.name + ".data").stat().st_size
+    assert abs((tmp_path / "baked.onnx.data").stat().st_size - source_data) < 2**20
     assert graphgen.Translator(baked).translate(TEXTS) == graphgen.Translator(demo_onnx).translate(TEXTS, num_beams=4)
+    single = tmp_path / "single.onnx"
+    assert write_baked(demo_onnx, single, {"num_beams": 4}) == [single]
+    assert not [t.name for t in onnx.load(str(single)).graph.initializer if t.name.endswith(UNPACKED)]

@@ -115,7 +115,7 @@ def write_repository(
     if target.exists() and not overwrite:
         raise OutputPathError(f"{target} exists; pass --overwrite to replace it")
     report(f"reading {source}")
-    model, baked = load_baked(source, settings, truncate)
+    model, baked, _ = load_baked(source, settings, truncate)  # one file: Triton's model.onnx
     remove_stale_staging(repository)
     with staging_directory(repository, options.name) as staging:
         built = staging / options.name

@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import ModelProto, numpy_helper
+from onnx import ModelProto, TensorProto, numpy_helper
 from onnx.external_data_helper import load_external_data_for_model
 
 from graphgen._errors import GraphgenError
+from graphgen._graphs import all_initializers
 from graphgen.contract import (
     FLOAT_PARAMETERS,
     INT_PARAMETERS,
@@ -85,8 +86,9 @@ def bake_optional_inputs(model: ModelProto, values: dict[str, Any], required: tu
 
 def load_baked(
     source: Path, settings: dict[str, Any] | None = None, truncate: bool | None = None, *, keep_languages: bool = False
-) -> tuple[ModelProto, dict[str, Any]]:
-    """``source`` read and baked with the file's defaults overridden by ``settings``; also what was baked.
+) -> tuple[ModelProto, dict[str, Any], bool]:
+    """``source`` read and baked with the file's defaults overridden by ``settings``; also what was
+    baked, and whether ``source`` keeps its weights in a data file beside it.
 
     With ``keep_languages`` the ``source_language`` and ``target_language`` inputs stay, required:
     a host that cannot feed optional inputs (Java) still chooses the languages per call.
@@ -95,6 +97,7 @@ def load_baked(
         raise GraphgenError(f"{source} does not exist")
     try:
         model = onnx.load(str(source), load_external_data=False)
+        external = any(t.data_location == TensorProto.EXTERNAL for t in all_initializers(model.graph))
         merge_shared_data(model)  # written again by save_model, which twins what it needs
         load_external_data_for_model(model, str(source.parent))
     except Exception as error:  # protobuf raises several types for files that are not models
@@ -129,7 +132,7 @@ def load_baked(
             Key.BAKED: json.dumps(baked, sort_keys=True),
         },
     )
-    return model, baked
+    return model, baked, external
 
 
 def write_baked(
@@ -140,9 +143,11 @@ def write_baked(
     *,
     keep_languages: bool = False,
 ) -> list[Path]:
-    """Write a baked copy of ``source`` to ``output`` (atomically, checked before the work)."""
+    """Write a baked copy of ``source`` to ``output`` (atomically, checked before the work). A file
+    with its weights beside it (``--external-data``) gives a copy with its weights beside it, which
+    ONNX Runtime maps (and onnxruntime-web takes as ``externalData``); a single file, a single file."""
     output = check_output_path(output)
     if output == source.expanduser().resolve():
         raise GraphgenError("the output file is the input file")
-    model, _ = load_baked(source, settings, truncate, keep_languages=keep_languages)
-    return save_model(model, output)
+    model, _, external = load_baked(source, settings, truncate, keep_languages=keep_languages)
+    return save_model(model, output, external=external)

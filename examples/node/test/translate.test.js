@@ -92,6 +92,16 @@ for (const [name, ort] of Object.entries(runtimes)) {
       await assert.rejects(translate(translator, [sources[0]], { targetLanguage: "x" }), /--keep-languages/);
     });
 
+    test("a baked copy with its weights beside it (--external-data) gives the same translations", async () => {
+      const model = "demo-en-zh-greedy-external.onnx";
+      // onnxruntime-node maps the data file beside a path; onnxruntime-web is handed it (externalData)
+      const options = name.startsWith("onnxruntime-web")
+        ? { externalData: [{ path: `${model}.data`, data: await readFile(`${fixtures}${model}.data`) }] }
+        : {};
+      const translator = await openTranslator(ort, `${fixtures}${model}`, options);
+      assert.deepEqual(await translate(translator, sources.slice(0, 40)), await lines("expected-greedy.txt"));
+    });
+
     test("a text over the model's limit: an error naming it, or cut by a copy baked with truncate", async () => {
       const translator = await openTranslator(ort, `${fixtures}demo-en-zh.onnx`);
       await assert.rejects(translate(translator, [longSource]), /longer than the model's limit of 512 tokens/);
