@@ -76,7 +76,7 @@ $(OPTIMUM_VENV)/.installed:
 # and, run as root on Linux, benchmarks/memory_limit_report.md: the least memory limit (a cgroup)
 # each system translates in, graphgen against CTranslate2 (about 15 minutes; elsewhere it says why not).
 # On a machine with an NVIDIA GPU: `$(PY) benchmarks/gpu.py` (see docs/platforms.md, On a GPU).
-bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
+bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed $(CHROMIUM)
 	$(PY) benchmarks/tokenizer.py
 	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python
 	$(PY) benchmarks/speed.py --optimum-python $(OPTIMUM_VENV)/bin/python --models nllb,mbart \
@@ -84,6 +84,8 @@ bench: $(VENV)/.bench-installed $(OPTIMUM_VENV)/.installed
 	  --report benchmarks/families_report.md
 	$(PY) benchmarks/export_modes.py
 	$(PY) benchmarks/memory_limit.py
+	cd examples/node && npm ci --ignore-scripts --no-audit --no-fund
+	$(PY) benchmarks/browser.py --chromium $(CHROMIUM)
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check graphgen custom_ops tests models benchmarks examples
