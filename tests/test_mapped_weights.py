@@ -139,6 +139,7 @@ def test_field_numbers_are_onnx_protos() -> None:
         "_NODE_DOMAIN": (onnx.NodeProto, "domain"),
         "_ATTRIBUTE_G": (onnx.AttributeProto, "g"),
         "_ATTRIBUTE_GRAPHS": (onnx.AttributeProto, "graphs"),
+        "_TENSOR_DATA_TYPE": (onnx.TensorProto, "data_type"),
         "_TENSOR_NAME": (onnx.TensorProto, "name"),
         "_TENSOR_RAW_DATA": (onnx.TensorProto, "raw_data"),
         "_TENSOR_EXTERNAL_DATA": (onnx.TensorProto, "external_data"),
@@ -148,4 +149,13 @@ def test_field_numbers_are_onnx_protos() -> None:
     }
     for constant, (message, field) in numbers.items():
         assert getattr(mapped_weights, constant) == message.DESCRIPTOR.fields_by_name[field].number, constant
+    assert mapped_weights._STRING == onnx.TensorProto.STRING
+    # the ops of ONNX's own domains that hold graphs: every op of the installed onnx with a graph attribute
+    with_graphs = {
+        schema.name
+        for schema in onnx.defs.get_all_schemas()
+        if schema.domain in mapped_weights._ONNX_DOMAINS
+        and any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in schema.attributes.values())
+    }
+    assert {"Loop", "If"} <= with_graphs <= mapped_weights._CONTROL_FLOW
     assert mapped_weights._EXTERNAL == onnx.TensorProto.EXTERNAL

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import onnxruntime as ort
 
-from graphgen._wire import VARINT, Field, fields, length_delimited, varint
+from graphgen._wire import VARINT, Field, fields, length_delimited, read_varint, varint
 from graphgen.contract import ORT_FORMAT_IDENTIFIER
 
 # The ONNX Runtime release from which a model loaded from bytes finds its external data in the folder
@@ -56,6 +56,10 @@ _ATTRIBUTE_G, _ATTRIBUTE_GRAPHS = 6, 11
 _TENSOR_NAME, _TENSOR_RAW_DATA, _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 8, 9, 13, 14
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
+_TENSOR_DATA_TYPE, _STRING = 2, 8  # TensorProto.data_type, TensorProto.STRING
+# The ops of ONNX's own domains whose attributes hold graphs (graphgen's files use Loop and If).
+_CONTROL_FLOW = frozenset({"Loop", "If", "Scan", "SequenceMap"})
+_ONNX_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})
 
 
 def _text(buffer: bytes | mmap.mmap, field: Field) -> str:
@@ -74,7 +78,7 @@ class _Node:
 def _node(buffer: bytes | mmap.mmap, start: int, end: int) -> _Node:
     domain = op_type = ""
     inputs: list[str] = []
-    subgraphs: list[Field] = []
+    attributes: list[Field] = []
     for field in fields(buffer, start, end):
         if field.number == _NODE_INPUT:
             inputs.append(_text(buffer, field))
@@ -83,8 +87,16 @@ def _node(buffer: bytes | mmap.mmap, start: int, end: int) -> _Node:
         elif field.number == _NODE_DOMAIN:
             domain = _text(buffer, field)
         elif field.number == _NODE_ATTRIBUTE:
+            attributes.append(field)
+    subgraphs: list[Field] = []
+    # ONNX's own ops hold graphs only in control flow; other domains' may (BeamSearch's subgraphs). A
+    # tokenizer's tables are long attributes, not walked through.
+    if op_type in _CONTROL_FLOW or domain not in _ONNX_DOMAINS:
+        for attribute in attributes:
             subgraphs += [
-                f for f in fields(buffer, field.value, field.end) if f.number in (_ATTRIBUTE_G, _ATTRIBUTE_GRAPHS)
+                f
+                for f in fields(buffer, attribute.value, attribute.end)
+                if f.number in (_ATTRIBUTE_G, _ATTRIBUTE_GRAPHS)
             ]
     return _Node((domain if domain != "ai.onnx" else "", op_type), inputs, subgraphs)
 
@@ -120,7 +132,10 @@ class _Rewriter:
         """An initializer's name and its ``raw_data`` field."""
         name, data = "", None
         for inner in fields(self.buffer, field.value, field.end):
-            if inner.number == _TENSOR_NAME:
+            if inner.number == _TENSOR_DATA_TYPE and inner.value < inner.end:
+                if read_varint(self.buffer, inner.value)[0] == _STRING:  # no raw data: not walked through
+                    return name, None
+            elif inner.number == _TENSOR_NAME:
                 name = _text(self.buffer, inner)
             elif inner.number == _TENSOR_RAW_DATA:
                 data = inner
