@@ -23,7 +23,9 @@ const SETTINGS = {
 
 /**
  * Open a text-level graphgen file. `model` is a path (Node), a URL (browser) or the file's bytes.
- * Returns what `translate` takes.
+ * Returns what `translate` takes. A file exported with `--external-data` keeps its weights in a
+ * data file beside it: onnxruntime-node finds it there; onnxruntime-web is handed it here (from
+ * beside a path or URL), unless `sessionOptions.externalData` says where it is.
  */
 export async function openTranslator(ort, model, sessionOptions = {}) {
   let session;
@@ -36,6 +38,17 @@ export async function openTranslator(ort, model, sessionOptions = {}) {
       ...sessionOptions,
     });
   } catch (error) {
+    // onnxruntime-web names the data file it lacks: "external data file "NAME"" (a path or URL) or,
+    // for bytes, "external data path ... does not exist: "/working/directory/NAME""
+    const external = String(error).match(/external data (?:file|path)[^"]*"+([^"]+?)"+/i);
+    if (external && !sessionOptions.externalData) {
+      const name = external[1].replace(/^.*[/\\]/, "");
+      if (typeof model !== "string") {
+        throw new Error(`this file keeps its weights in ${name}: pass { externalData: [{ path: "${name}", data }] }`);
+      }
+      const data = model.replace(/[^/\\]*$/, "") + name; // beside the model: a path or a URL
+      return openTranslator(ort, model, { ...sessionOptions, externalData: [{ path: name, data }] });
+    }
     if (/SentencepieceTokenizer|ai\.onnx\.contrib/.test(String(error))) {
       throw new Error(
         "this file's tokenizer needs onnxruntime-extensions, which JavaScript runtimes cannot load; " +

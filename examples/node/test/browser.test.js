@@ -76,6 +76,11 @@ describe(`headless Chromium (${browserPath})`, () => {
     console.log(`300 sentences in the browser: ${Math.round(result.milliseconds)} ms`);
   });
 
+  test("a copy with its weights beside it (--external-data) loads them from beside its URL", async () => {
+    const result = await pageResult({ model: "demo-en-zh-greedy-external.onnx", sources: "sources.txt", count: "40" });
+    assert.deepEqual(result.translations, await lines("expected-greedy.txt"));
+  });
+
   test("the page translates NLLB sentences into three languages as Python does", async () => {
     const rows = (await lines("languages.tsv")).map((line) => line.split("\t"));
     for (const target of new Set(rows.map((row) => row[1]))) {

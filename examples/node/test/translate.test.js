@@ -94,12 +94,18 @@ for (const [name, ort] of Object.entries(runtimes)) {
 
     test("a baked copy with its weights beside it (--external-data) gives the same translations", async () => {
       const model = "demo-en-zh-greedy-external.onnx";
-      // onnxruntime-node maps the data file beside a path; onnxruntime-web is handed it (externalData)
-      const options = name.startsWith("onnxruntime-web")
-        ? { externalData: [{ path: `${model}.data`, data: await readFile(`${fixtures}${model}.data`) }] }
-        : {};
-      const translator = await openTranslator(ort, `${fixtures}${model}`, options);
-      assert.deepEqual(await translate(translator, sources.slice(0, 40)), await lines("expected-greedy.txt"));
+      // onnxruntime-node maps the data file beside the path; onnxruntime-web is handed it (externalData):
+      // by openTranslator from beside the path, or as the caller gives it
+      const expectedGreedy = await lines("expected-greedy.txt");
+      const translator = await openTranslator(ort, `${fixtures}${model}`);
+      assert.deepEqual(await translate(translator, sources.slice(0, 40)), expectedGreedy);
+      if (name.startsWith("onnxruntime-web")) {
+        const data = await readFile(`${fixtures}${model}.data`);
+        const bytes = await readFile(`${fixtures}${model}`);
+        const given = await openTranslator(ort, bytes, { externalData: [{ path: `${model}.data`, data }] });
+        assert.deepEqual(await translate(given, sources.slice(0, 4)), expectedGreedy.slice(0, 4));
+        await assert.rejects(openTranslator(ort, bytes), /keeps its weights in demo-en-zh-greedy-external\.onnx\.data/);
+      }
     });
 
     test("a text over the model's limit: an error naming it, or cut by a copy baked with truncate", async () => {
