@@ -10,7 +10,9 @@ and scores as a real one's) and the full opus-mt-en-zh model shape (random weigh
   20-token and 200-token English sentences, one thread, median of N runs;
 * a batch-1 greedy translation of the 20-token sentence (20 new tokens) through the whole text
   file, so the tokenizer's share of a translation is on the same scale;
-* the two text files' sizes.
+* the two text files' sizes;
+* the portable tokenizer of an NLLB-size vocabulary (256,000 BPE pieces, synthetic) against HF's
+  own tokenizer, same texts, same ids.
 """
 
 from __future__ import annotations
@@ -232,6 +234,89 @@ def checkpoint(directory: Path) -> Path:
     return directory
 
 
+NLLB_PIECES = 256_000  # NLLB-200's SentencePiece model (its 256,206 ids add the codes and specials)
+
+
+def synthetic_nllb_tokenizer(directory: Path, count: int = NLLB_PIECES, seed: int = 0) -> Path:
+    """An ``NllbTokenizer`` (as the hub lays it out: codes, ``tokenizers`` pipeline) over a BPE
+    SentencePiece model of ``count`` pieces: the tests' trained 600-piece model, then pieces made by
+    joining two existing ones (short ones more often), each a merge of its two halves, as BPE's are."""
+    import transformers
+    from sentencepiece import sentencepiece_model_pb2
+    from transformers.models.nllb.tokenization_nllb import FAIRSEQ_LANGUAGE_CODES
+
+    from graphgen.testing import language_tokenizer
+
+    language_tokenizer(directory, "NllbTokenizer")
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString((directory / "sentencepiece.bpe.model").read_bytes())
+    kinds = sentencepiece_model_pb2.ModelProto.SentencePiece
+    pieces = [piece.piece for piece in proto.pieces if piece.type == kinds.NORMAL]
+    short = [piece for piece in pieces if len(piece) <= 4]
+    existing = {piece.piece for piece in proto.pieces}
+    score = min(piece.score for piece in proto.pieces if piece.type == kinds.NORMAL)
+    rng = random.Random(seed)
+    while len(proto.pieces) < count:
+        left, right = (rng.choice(short) if rng.random() < 0.7 else rng.choice(pieces) for _ in range(2))
+        if right.startswith("▁"):
+            left, right = right, left
+        joined = left + right
+        if right.startswith("▁") or len(joined) > 16 or joined in existing:
+            continue
+        existing.add(joined)
+        pieces.append(joined)
+        if len(joined) <= 4:
+            short.append(joined)
+        score -= 1.0
+        added = proto.pieces.add()
+        added.piece, added.score, added.type = joined, score, kinds.NORMAL
+    (directory / "sentencepiece.bpe.model").write_bytes(proto.SerializeToString())
+    for stale in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (directory / stale).unlink(missing_ok=True)
+    tokenizer = transformers.NllbTokenizer.from_pretrained(
+        directory, additional_special_tokens=FAIRSEQ_LANGUAGE_CODES, src_lang="eng_Latn"
+    )
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def nllb_rows(directory: Path, threads: int, runs: int) -> tuple[list[tuple[str, int, int, float, float]], int]:
+    """The portable tokenizer of an NLLB-size vocabulary against HF's own (``tokenizers``, Rust) on
+    the same texts: (rows of label, batch, tokens, portable ms, HF ms), the graph's bytes. Asserts
+    that the ids are HF's."""
+    from graphgen.custom_ops import GraphBuilder
+    from graphgen.custom_ops.builder import INT32, ML_DOMAIN, ML_OPSET
+    from onnx import TensorProto, helper
+    from transformers import AutoTokenizer
+
+    from graphgen.runtime.translator import utf8_batch
+    from graphgen.text.languages import load_language_vocabulary
+    from graphgen.text.portable import add_portable_tokenizer
+
+    hf = AutoTokenizer.from_pretrained(directory)
+    vocabulary = load_language_vocabulary(directory)
+    b = GraphBuilder("tokenizer")
+    source = b.op("Expand", [b.const(np.int64(vocabulary.languages["eng_Latn"])), b.op("Shape", ["text_utf8"], end=1)])
+    ids, mask, _ = add_portable_tokenizer(b, "text_utf8", vocabulary.portable_spec(), 1024, source_ids=source)
+    b.output(ids, "input_ids", INT32, ["batch", "length"])
+    b.output(mask, "attention_mask", INT32, ["batch", "length"])
+    inputs = [helper.make_tensor_value_info("text_utf8", TensorProto.UINT8, ["batch", "bytes"])]
+    model = builder_model(b, inputs, domains=[(ML_DOMAIN, ML_OPSET)])
+    session = open_session(model, threads)
+    rows = []
+    for label, tokens in (("20-word", 20), ("200-word", 200)):
+        for batch in (1, 16):
+            texts = [sentence(tokens, seed).split(" ", 1)[1] for seed in range(batch)]
+            data = utf8_batch(texts)
+            graph_ids = session.run(None, {"text_utf8": data})[0]
+            expected = hf(texts, padding=True, return_tensors="np")["input_ids"]
+            assert np.array_equal(graph_ids, expected), "the portable tokenizer is not HF's"
+            portable = median_ms(lambda d=data: session.run(None, {"text_utf8": d}), runs)
+            reference = median_ms(lambda t=texts: hf(t, padding=True, return_tensors="np"), runs)
+            rows.append((label, batch, int(graph_ids.shape[1]), portable, reference))
+    return rows, model.ByteSize()
+
+
 def sentence(tokens: int, seed: int) -> str:
     """An English sentence of about ``tokens`` words (each a token or two of the vocabulary)."""
     rng = random.Random(seed)
@@ -314,6 +399,7 @@ def main() -> None:
         text = [sentence(20, 0)]
         greedy = {"num_beams": 1, "max_length": 21, "min_length": 21}
         translate_ms = median_ms(lambda: translator.translate(text, **greedy), max(3, args.runs // 4))
+        nllb, nllb_bytes = nllb_rows(synthetic_nllb_tokenizer(Path(folder) / "nllb-tokenizer"), args.threads, args.runs)
 
     lines = [
         "# The portable tokenizer against the extensions' SentencePiece op",
@@ -342,6 +428,18 @@ def main() -> None:
         f"| `--tokenizer onnx` (portable) | {sizes['onnx']:,} | {sizes['onnx'] / 1e6:.1f} |",
         f"| `--tokenizer extensions` | {sizes['extensions']:,} | {sizes['extensions'] / 1e6:.1f} |",
         f"| difference | {extra:+,} | {extra / 1e6:+.1f} |",
+        "",
+        f"NLLB's size: an `NllbTokenizer` over a {NLLB_PIECES:,}-piece BPE model (synthetic pieces, each the",
+        "merge of two others; the real nmt_nfkc normalizer; the `tokenizers` pipeline HF builds from it).",
+        f"The portable tokenizer's graph is {nllb_bytes / 1e6:.1f} MB; beside it HF's own tokenizer (Rust,",
+        "`tokenizer(texts, padding=True)`), whose ids it equals on every row (asserted):",
+        "",
+        "| input | batch | tokens (longest) | portable (ONNX ops) ms | HF tokenizers ms | ratio |",
+        "|---|---:|---:|---:|---:|---:|",
+        *(
+            f"| {label} | {batch} | {width} | {portable:.2f} | {reference:.2f} | {portable / reference:.1f}× |"
+            for label, batch, width, portable, reference in nllb
+        ),
         "",
     ]
     args.report.write_text("\n".join(lines), encoding="utf-8")
