@@ -8,10 +8,8 @@
 // jobs.json: {"files": FOLDER, "chromium": PATH, "jobs": [{"model": NAME, "texts": [...], "runs": N}]}
 // (or "ids": [...] instead of "texts" for an id-level file).
 // playwright-core and onnxruntime-web come from examples/node/node_modules (npm ci there first).
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { createServer } from "node:http";
-import { extname, join, normalize } from "node:path";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -19,27 +17,10 @@ const node = fileURLToPath(new URL("../../examples/node/", import.meta.url));
 const { chromium } = await import(pathToFileURL(join(node, "node_modules", "playwright-core", "index.mjs")).href);
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const roots = [here, node, join(node, "node_modules", "onnxruntime-web", "dist"), config.files];
-const types = { ".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm" };
 
-const server = createServer(async (request, response) => {
-  const path = normalize(decodeURIComponent(new URL(request.url, "http://x").pathname)).replace(/^[/\\]+/, "");
-  for (const root of roots) {
-    const file = join(root, path || "index.html");
-    if (file.startsWith(root) && existsSync(file)) {
-      try {
-        const body = await readFile(file);
-        response.writeHead(200, { "content-type": types[extname(file)] ?? "application/octet-stream" });
-        response.end(body);
-        return;
-      } catch {
-        // a directory: try the next root
-      }
-    }
-  }
-  response.writeHead(404).end();
-});
-await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-const origin = `http://127.0.0.1:${server.address().port}`;
+const { serveFolders, CHROMIUM_ARGS } = await import(pathToFileURL(join(node, "support", "serve.js")).href);
+const server = await serveFolders(roots);
+const origin = server.origin;
 
 function rendererPeakMiB() {
   let peak = 0;
@@ -56,11 +37,7 @@ function rendererPeakMiB() {
 }
 
 for (const job of config.jobs) {
-  const browser = await chromium.launch({
-    executablePath: config.chromium,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
-  });
+  const browser = await chromium.launch({ executablePath: config.chromium, args: CHROMIUM_ARGS });
   let result;
   try {
     const page = await browser.newPage();

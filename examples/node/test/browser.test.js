@@ -2,20 +2,19 @@
 // 127.0.0.1, which translates the demo test set (and NLLB sentences into three languages) with
 // onnxruntime-web; the page's strings must be Python's (fixtures from examples/fixtures.py).
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { createServer } from "node:http";
-import { extname, join, normalize } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { chromium } from "playwright-core";
 
+import { CHROMIUM_ARGS, serveFolders } from "../support/serve.js";
+
 const here = fileURLToPath(new URL("..", import.meta.url));
 const fixtures = fileURLToPath(new URL("../../../build/examples/", import.meta.url));
 // Where each path of the page's server comes from: the page, the library, onnxruntime-web, fixtures.
 const roots = [join(here, "web"), here, join(here, "node_modules", "onnxruntime-web", "dist"), fixtures];
-const types = { ".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm" };
 const browserPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 
 let server;
@@ -23,30 +22,9 @@ let browser;
 let origin;
 
 before(async () => {
-  server = createServer(async (request, response) => {
-    const path = normalize(decodeURIComponent(new URL(request.url, "http://x").pathname)).replace(/^[/\\]+/, "");
-    for (const root of roots) {
-      const file = join(root, path || "index.html");
-      if (file.startsWith(root) && existsSync(file) && !file.endsWith("/")) {
-        try {
-          const body = await readFile(file);
-          response.writeHead(200, { "content-type": types[extname(file)] ?? "application/octet-stream" });
-          response.end(body);
-          return;
-        } catch {
-          // a directory: try the next root
-        }
-      }
-    }
-    response.writeHead(404).end();
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  origin = `http://127.0.0.1:${server.address().port}`;
-  browser = await chromium.launch({
-    executablePath: browserPath,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
-  });
+  server = await serveFolders(roots);
+  origin = server.origin;
+  browser = await chromium.launch({ executablePath: browserPath, args: CHROMIUM_ARGS });
 });
 
 after(async () => {
