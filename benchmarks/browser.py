@@ -55,19 +55,13 @@ def native(path: Path, texts: list[str], runs: int) -> dict[str, object]:
 
 
 def native_ids(path: Path, ids: list[int], runs: int) -> dict[str, object]:
-    """The same for an id-level file through plain onnxruntime (mapped, as ``Translator`` loads)."""
+    """The same for an id-level file through a plain session (mapped, as ``Translator`` loads)."""
     import numpy as np
-    import onnxruntime as ort
 
-    from graphgen.runtime.mapped_weights import session_source
+    from graphgen.testing import open_session
 
     started = time.perf_counter()
-    source = session_source(path)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads, options.enable_mem_pattern = 1, 1, False
-    for key, value in source.config.items():
-        options.add_session_config_entry(key, value)
-    session = ort.InferenceSession(source.model, options, providers=["CPUExecutionProvider"])
+    session = open_session(path, 1)
     load = time.perf_counter() - started
     feeds = {"input_ids": np.array([ids], dtype=np.int32), "attention_mask": np.ones((1, len(ids)), np.int32)}
     times = []

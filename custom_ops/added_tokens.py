@@ -52,9 +52,10 @@ def find_added_tokens(
     b: GraphBuilder, codes: str, segments: Segments, tokens: Sequence[AddedToken], name: str
 ) -> Occurrences:
     """The occurrences of ``tokens`` in ``codes`` (int64 ``[T]`` code points), none across segments."""
+    count = b.op("Shape", [codes])
     if not tokens:
-        nothing = b.op("Expand", [b.const(np.array(False)), b.op("Shape", [codes])])
-        return Occurrences(nothing, b.op("Expand", [b.const(np.int64(-1)), b.op("Shape", [codes])]), nothing)
+        nothing = b.op("Expand", [b.const(np.array(False)), count])
+        return Occurrences(nothing, b.op("Expand", [b.const(np.int64(-1)), count]), nothing)
     if len({token.content for token in tokens}) != len(tokens) or not all(token.content for token in tokens):
         raise ValueError("added tokens must be distinct and non-empty")
     trie = CodepointTrie.build(([ord(c) for c in token.content], index) for index, token in enumerate(tokens))
@@ -78,7 +79,7 @@ def find_added_tokens(
     def scan(g: GraphBuilder, _: str, state: list[str]) -> tuple[str, list[str], list[tuple[str, int]]]:
         (kept,) = state
         kept_length = g.op("Where", [kept, length, g.const(np.int64(0))])
-        inside = g.op("Expand", [g.const(np.array(False)), g.op("Shape", [codes])])
+        inside = g.op("Expand", [g.const(np.array(False)), count])
         for back in range(1, depth):  # an occurrence kept ``back`` code points earlier reaches here
             reaching = g.op("Greater", [shift(g, kept_length, -back, np.int64(0)), g.const(np.int64(back))])
             inside = g.op("Or", [inside, reaching])
@@ -89,7 +90,7 @@ def find_added_tokens(
         )
         return go_on, [now], []
 
-    trips = b.add(b.op("Shape", [codes]), b.const(i64(1)))  # a bound the fixed point never reaches
+    trips = b.add(count, b.const(i64(1)))  # a bound the fixed point never reaches
     (kept,) = b.loop(
         b.op("Squeeze", [trips]), [(candidate, BOOL)], scan, hint=f"{name}_scan", condition=b.const(np.array(True))
     )
@@ -107,13 +108,11 @@ def find_added_tokens(
         lstrip = b.op("Gather", [b.const(flags[:, 0]), index])
         begin = b.op("Where", [lstrip, stripped, begin])
     if flags[:, 1].any():  # on over the whitespace after it, not past its segment's end
-        total = b.op("Shape", [codes])
-        after = b.op("Concat", [next_where(b, b.op("Not", [white])), total], axis=0)
+        after = b.op("Concat", [next_where(b, b.op("Not", [white])), count], axis=0)
         stripped = b.op("Min", [b.op("Gather", [after, end]), b.op("Gather", [segment_end(b, segments), at])])
         rstrip = b.op("Gather", [b.const(flags[:, 1]), index])
         end = b.op("Where", [rstrip, stripped, end])
     ids = b.op("Gather", [b.const(np.array([token.id for token in tokens], dtype=np.int64)), index])
-    count = b.op("Shape", [codes])
     marks = zeros(b, b.add(count, b.const(i64(1))))
     ones = b.op("Expand", [b.const(np.int64(1)), b.op("Shape", [at])])
     marks = b.op("ScatterElements", [marks, begin, ones], reduction="add")

@@ -32,7 +32,7 @@ import numpy as np
 
 from graphgen._errors import UnsupportedModelError
 from graphgen.custom_ops import GraphBuilder, ragged_to_padded
-from graphgen.custom_ops.added_tokens import AddedToken, find_added_tokens
+from graphgen.custom_ops.added_tokens import AddedToken, Occurrences, find_added_tokens
 from graphgen.custom_ops.builder import INT64, i64
 from graphgen.custom_ops.flat import (
     Segments,
@@ -341,6 +341,13 @@ def _lead_tokens(
     return within, b.op("Where", [b.op("Greater", [chunk_length, b.const(np.int64(0))]), found, b.const(np.int64(-1))])
 
 
+def _split_at(b: GraphBuilder, found: Occurrences, segments: Segments) -> Segments:
+    """``segments`` cut where each occurrence of an added token begins and where the text after it
+    begins: an occurrence is a piece of its own."""
+    after = b.op("And", [b.op("Not", [found.covered]), neighbour(b, found.covered, segments, -1, np.bool_(False))])
+    return from_flags(b, b.op("Or", [starts(b, segments), b.op("Or", [found.begins, after])]))
+
+
 def _split_normalized(
     b: GraphBuilder, spec: PortableSpec, codes: str, chunks: Segments
 ) -> tuple[str, Segments, str, str]:
@@ -351,8 +358,7 @@ def _split_normalized(
     if spec.strip_right:
         codes, chunks = strip_trailing_whitespace(b, codes, chunks)
     found = find_added_tokens(b, codes, chunks, spec.normalized_tokens, "normalized_tokens")
-    after = b.op("And", [b.op("Not", [found.covered]), neighbour(b, found.covered, chunks, -1, np.bool_(False))])
-    subs = from_flags(b, b.op("Or", [starts(b, chunks), b.op("Or", [found.begins, after])]))
+    subs = _split_at(b, found, chunks)
     first = b.op("Slice", [subs.splits, b.const(i64(0)), b.const(i64(-1))])
     parent = b.op("Gather", [chunks.seg, first])
     token = b.op("Gather", [found.ids, first])
@@ -456,9 +462,7 @@ def add_portable_tokenizer(
     batch = b.op("Shape", [text_utf8], start=0, end=1)
     # Chunks: each added token typed in the text is one, and so is each text between them.
     added = find_added_tokens(b, codes, rows, spec.added_tokens, "added_tokens")
-    after_added = b.op("And", [b.op("Not", [added.covered]), neighbour(b, added.covered, rows, -1, np.bool_(False))])
-    chunk_flags = b.op("Or", [starts(b, rows), b.op("Or", [added.begins, after_added])])
-    chunks = from_flags(b, chunk_flags)
+    chunks = _split_at(b, added, rows)
     chunk_begin = b.op("Slice", [chunks.splits, b.const(i64(0)), b.const(i64(-1))])
     chunk_row = b.op("Gather", [rows.seg, chunk_begin])
     first_id = b.op("Gather", [added.ids, chunk_begin])  # -1 for text chunks
