@@ -40,18 +40,32 @@ test: $(VENV)/.installed
 # The examples in other languages, each run by its own test runner against what the Python path
 # gives (fixtures from examples/fixtures.py), all on the default file (tokenizer in standard ONNX
 # ops) with nothing but ONNX Runtime: Java (Maven, JUnit), Node (node --test: onnxruntime-node,
-# onnxruntime-web, and a page in headless Chromium), Rust (cargo test: the ort crate) and Go (go
-# test: onnxruntime_go), the last two on the ONNX Runtime library of the Python wheel.
+# onnxruntime-web, and a page in headless Chromium), Rust (cargo test: the ort crate), Go (go
+# test: onnxruntime_go) and C/C++ (ONNX Runtime's C API; its header comes with the onnxruntime_go
+# module, the only package here that ships it), the last three on the ONNX Runtime library of the
+# Python wheel.
 EXAMPLES := build/examples
 ORT_LIB = $$($(CURDIR)/$(PY) -c 'import onnxruntime, pathlib; print(next((pathlib.Path(onnxruntime.__file__).parent / "capi").glob("libonnxruntime.so.*")))')
+ORT_INCLUDE = $$(go mod download github.com/yalue/onnxruntime_go && go list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go)
 CHROMIUM ?= /usr/bin/chromium
 
-examples: $(VENV)/.installed $(CHROMIUM)
+examples: $(VENV)/.installed $(CHROMIUM) $(ORT_OLDEST)
 	$(PY) examples/fixtures.py $(EXAMPLES)
 	cd examples/java && mvn -B --no-transfer-progress test
 	cd examples/node && npm ci --ignore-scripts --no-audit --no-fund && CHROMIUM=$(CHROMIUM) npm test
 	cd examples/rust && ORT_LIBRARY="$(ORT_LIB)" GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES) cargo test --test demo
 	cd examples/go && ORT_LIBRARY="$(ORT_LIB)" GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES) CGO_ENABLED=1 go test ./...
+	cd examples/go && $(MAKE) -C ../c test ORT_INCLUDE="$(ORT_INCLUDE)" ORT_LIBRARY="$(ORT_LIB)" \
+	  ORT_LIBRARY_OLDEST=$(CURDIR)/$(ORT_OLDEST) GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES)
+
+# ONNX Runtime 1.17.3's library (graphgen's oldest runtime), which the C example is also run on: the
+# Maven jar's copy (its Python wheel has none).
+ORT_OLDEST := build/ort-1.17.3/libonnxruntime.so
+$(ORT_OLDEST): $(VENV)/.installed
+	mvn -B -q --no-transfer-progress dependency:copy -Dartifact=com.microsoft.onnxruntime:onnxruntime:1.17.3 \
+	  -DoutputDirectory=$(@D)
+	$(PY) -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[3]))' \
+	  $(@D)/onnxruntime-1.17.3.jar $@ ai/onnxruntime/native/linux-x64/libonnxruntime.so
 
 # Debian's Chromium for the browser test (a fresh machine has none; root installs it).
 /usr/bin/chromium:
