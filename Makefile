@@ -48,6 +48,9 @@ EXAMPLES := build/examples
 ORT_LIB = $$($(CURDIR)/$(PY) -c 'import onnxruntime, pathlib; print(next((pathlib.Path(onnxruntime.__file__).parent / "capi").glob("libonnxruntime.so.*")))')
 ORT_INCLUDE = $$(go mod download github.com/yalue/onnxruntime_go && go list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go)
 CHROMIUM ?= /usr/bin/chromium
+# ONNX Runtime 1.17.3's library (graphgen's oldest runtime), which the C example is also run on: the
+# Maven jar's copy (its Python wheel has none).
+ORT_OLDEST := build/ort-1.17.3/libonnxruntime.so
 
 examples: $(VENV)/.installed $(CHROMIUM) $(ORT_OLDEST)
 	$(PY) examples/fixtures.py $(EXAMPLES)
@@ -58,14 +61,12 @@ examples: $(VENV)/.installed $(CHROMIUM) $(ORT_OLDEST)
 	cd examples/go && $(MAKE) -C ../c test ORT_INCLUDE="$(ORT_INCLUDE)" ORT_LIBRARY="$(ORT_LIB)" \
 	  ORT_LIBRARY_OLDEST=$(CURDIR)/$(ORT_OLDEST) GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES)
 
-# ONNX Runtime 1.17.3's library (graphgen's oldest runtime), which the C example is also run on: the
-# Maven jar's copy (its Python wheel has none).
-ORT_OLDEST := build/ort-1.17.3/libonnxruntime.so
 $(ORT_OLDEST): $(VENV)/.installed
 	mvn -B -q --no-transfer-progress dependency:copy -Dartifact=com.microsoft.onnxruntime:onnxruntime:1.17.3 \
 	  -DoutputDirectory=$(@D)
 	$(PY) -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[3]))' \
-	  $(@D)/onnxruntime-1.17.3.jar $@ ai/onnxruntime/native/linux-x64/libonnxruntime.so
+	  $(@D)/onnxruntime-1.17.3.jar $@.partial ai/onnxruntime/native/linux-x64/libonnxruntime.so
+	mv $@.partial $@ && rm $(@D)/onnxruntime-1.17.3.jar
 
 # Debian's Chromium for the browser test (a fresh machine has none; root installs it).
 /usr/bin/chromium:
