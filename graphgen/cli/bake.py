@@ -16,10 +16,17 @@ def add_parser(commands: Any) -> None:
         help="write a copy of an exported file with its generation settings fixed",
         description="Write a copy of MODEL in which the optional inputs (generation settings, truncate) are "
         "constants: the file's defaults, or the values given below. For hosts that cannot set optional "
-        "inputs, such as the Java binding (its OrtSession.run accepts only inputs without a default).",
+        "inputs, such as the Java binding (its OrtSession.run accepts only inputs without a default) and "
+        "JavaScript (onnxruntime-node and onnxruntime-web drop such feeds).",
     )
     bake.add_argument("model", help="an .onnx file written by graphgen export")
-    bake.add_argument("-o", "--output", required=True, help="the .onnx file to write (written atomically)")
+    bake.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="the .onnx file to write (written atomically); a MODEL with --external-data weights gets its "
+        "copy's weights written beside it, as OUTPUT.data",
+    )
     bake.add_argument("--truncate", action="store_true", help="fix truncate=true (cut sources at the limit)")
     bake.add_argument(
         "--keep-languages",
