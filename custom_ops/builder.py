@@ -102,12 +102,24 @@ class GraphBuilder:
     ) -> str:
         if isinstance(outputs, int):
             outputs = [self.fresh(op_type.lower()) for _ in range(outputs)]
+        if op_type == "Slice" and domain == "" and len(inputs) == 3:
+            inputs = [*inputs, self._slice_axes(inputs[1])]
         self.nodes.append(
             helper.make_node(
                 op_type, list(inputs), list(outputs), name=self.fresh(op_type), domain=domain, **attributes
             )
         )
         return outputs[0]
+
+    def _slice_axes(self, starts: str) -> str:
+        """``Slice``'s ``axes`` spelled out, ``[0, ..., len(starts) - 1]`` (ONNX's default):
+        onnxruntime-web's WebGPU kernel takes a missing ``axes`` to mean every axis of the data and
+        fails when ``starts`` has fewer. A ``Slice`` whose ``starts`` this builder did not make as a
+        constant has no known length: the caller passes its ``axes``."""
+        for constant in self.constants:
+            if constant.name == starts:
+                return self.const(np.arange(max(1, int(np.prod(constant.dims))), dtype=np.int64), "axes")
+        raise ValueError(f"Slice of starts {starts!r} (not a constant of this builder): pass its axes")
 
     def op_multi(self, op_type: str, inputs: Sequence[str], count: int, **attributes: Any) -> list[str]:
         outputs = [self.fresh(op_type.lower()) for _ in range(count)]

@@ -12,7 +12,15 @@ from typing import TypeVar
 
 import pytest
 
-from graphgen.testing import DEMO_DIR, FAMILIES, Family, IdFiles, TextFiles, separate_vocab_checkpoint
+from graphgen.testing import (
+    DEMO_DIR,
+    FAMILIES,
+    Family,
+    IdFiles,
+    TextFiles,
+    family_checkpoint,
+    separate_vocab_checkpoint,
+)
 
 T = TypeVar("T")
 
@@ -36,6 +44,34 @@ def demo_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def separate_vocab_dir(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path) -> Path:
     """The demo model re-laid as a separate-vocabulary checkpoint (``separate_vocab_checkpoint``)."""
     return separate_vocab_checkpoint(demo_dir, tmp_path_factory.mktemp("separate_vocab"))
+
+
+@pytest.fixture(scope="session")
+def text_file_kinds(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path) -> dict[str, Path]:
+    """Every text-file kind, by name: both tokenizers, float32 and float16, the five families (one
+    checkpoint per tokenizer kind), and the demo's int8 file; for the checks of what a file's nodes
+    are (GPU placement, onnxruntime-web's WebGPU kernels). Tests must not change them."""
+    from graphgen import export
+
+    folder = tmp_path_factory.mktemp("text_file_kinds")
+    quiet = {"progress": lambda _: None}
+    files = {}
+    sources = {"marian": demo_dir}
+    for family in ("nllb", "m2m100", "mbart50", "t5"):  # one per tokenizer kind
+        family_checkpoint(folder / family, family)
+        sources[family] = folder / family
+    for family, source in sources.items():
+        for kind in ("onnx", "extensions"):
+            path = folder / f"{family}-{kind}.onnx"
+            export(source, path, tokenizer=kind, **quiet)
+            files[path.stem] = path
+        path = folder / f"{family}-onnx-fp16.onnx"
+        export(source, path, fp16=True, **quiet)
+        files[path.stem] = path
+    path = folder / "marian-onnx-int8.onnx"
+    export(demo_dir, path, int8=True, **quiet)
+    files[path.stem] = path
+    return files
 
 
 def _built_on_first_use(

@@ -18,29 +18,41 @@ class Attention(Layers):
         # [0, 0, ...] rather than [0, -1, ...]: -1 cannot be inferred from an empty batch
         return self.b.transpose(self.b.reshape(x, [0, 0, heads, head_dim]), [0, 2, 1, 3])
 
-    def attention(
-        self, q: str, k: str, v: str, heads: int, mask: str, position_bias: str = "", *, bias: str = ""
-    ) -> str:
-        """Self-attention over unmasked keys, as one com.microsoft ``MultiHeadAttention`` kernel.
+    def attention(self, q: str, k: str, v: str, heads: int, attention_bias: str) -> str:
+        """Self-attention over a source, as one com.microsoft ``MultiHeadAttention`` kernel.
 
         One kernel instead of the ~10 reshapes, transposes, matmuls and the softmax it replaces,
         each of which ORT dispatches on every decoding step. ``q``/``k``/``v`` are ``[B, T, D]``;
-        ``mask`` is the int32 ``[B, S]`` padding mask, whose zeros get the float32 minimum, as HF's
-        masks do. ``position_bias`` (``[B, H, T, T]``) is T5's relative position bias; ``bias`` the
-        projections' concatenated bias, if ``fused_projections`` left it to the attention.
+        ``attention_bias`` is :meth:`source_bias`.
         """
         return self.b.op(
             "MultiHeadAttention",
-            [q, k, v, bias, mask, *([position_bias] if position_bias else [])],
+            [q, k, v, "", "", attention_bias],
             domain=MS_DOMAIN,
             num_heads=heads,
             scale=self.scale(heads),
-            mask_filter_value=float(self.masked),
         )
 
-    def cross_attention(self, q: str, k: str, v: str, heads: int, bias: str, *, query_bias: str = "") -> str:
-        """Attention of ``q`` ``[B, 1, D]`` over the ``[B, H, S, D/H]`` cross caches (``query_bias``:
-        ``MultiHeadAttention``'s bias input, see ``cross_query``).
+    def source_bias(self, mask: str, heads: int, position_bias: str = "") -> str:
+        """The encoder's additive attention bias ``[B, H, S, S]``: the padding (the float32 minimum
+        on padded keys, as HF's masks) plus T5's relative ``position_bias`` (``[B, H, S, S]``).
+
+        Whole, rather than the int32 mask as MultiHeadAttention's ``key_padding_mask``: onnxruntime-web's
+        WebGPU kernel takes neither a key padding mask nor a bias to broadcast. The scores are the same
+        bits on the CPU (a kept score plus 0 is itself; a masked one becomes the float32 minimum
+        either way, whose exponent is exactly 0). The bias is made once per call and read by every
+        layer; ONNX Runtime's kernel holds scores of that size itself while it runs.
+        """
+        b = self.b
+        padding = self.padding_bias(mask, heads)  # [B, H, 1, S]
+        if position_bias:
+            return b.op("Add", [position_bias, padding])
+        length = b.op("Shape", [mask], start=1, end=2)
+        shape = b.op("Concat", [b.op("Shape", [padding], start=0, end=2), length, length], axis=0)
+        return b.op("Expand", [padding, shape])
+
+    def cross_attention(self, q: str, k: str, v: str, heads: int, bias: str) -> str:
+        """Attention of ``q`` ``[B, 1, D]`` over the ``[B, H, S, D/H]`` cross caches.
 
         The padding goes in as an additive ``padding_bias`` rather than as the key padding mask:
         ONNX Runtime 1.17-1.20 misapply that mask when key and value come as such caches (padded
@@ -49,7 +61,7 @@ class Attention(Layers):
         """
         return self.b.op(
             "MultiHeadAttention",
-            [q, k, v, query_bias, "", bias],
+            [q, k, v, "", "", bias],
             domain=MS_DOMAIN,
             num_heads=heads,
             scale=self.scale(heads),
@@ -73,15 +85,11 @@ class Attention(Layers):
         heads: int,
         past: tuple[str, str] | None,
         position_bias: str = "",
-        *,
-        bias: str = "",
     ) -> tuple[str, str, str]:
-        """A decoding step's self-attention: the output and the key/value caches with this step appended
-        (``bias`` as in :meth:`attention`: the caches hold the biased keys and values)."""
-        cache = ["", position_bias, *past] if past is not None else ["", position_bias] if position_bias else []
-        inputs = [q, k, v, bias, *cache] if bias or cache else [q, k, v]
+        """A decoding step's self-attention: the output and the key/value caches with this step appended."""
+        cache = ["", "", position_bias, *past] if past is not None else ["", "", position_bias] if position_bias else []
         output, key, value = self.b.op_multi(
-            "MultiHeadAttention", inputs, 3, domain=MS_DOMAIN, num_heads=heads, scale=self.scale(heads)
+            "MultiHeadAttention", [q, k, v, *cache], 3, domain=MS_DOMAIN, num_heads=heads, scale=self.scale(heads)
         )
         return output, key, value
 

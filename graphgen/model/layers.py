@@ -59,36 +59,26 @@ class Layers:
         bias = self.w(f"{prefix}.bias") if self.spec.linear_bias else ""
         return self.weights.matmul(self.b, x, self.spec.weight_name(f"{prefix}.weight"), bias)
 
-    def fused_projections(self, x: str, prefixes: list[str]) -> tuple[list[str], str]:
+    def fused_projections(self, x: str, prefixes: list[str]) -> list[str]:
         """Several linears that read the same input as one matmul, split after (one pass over ``x`` and,
-        quantized, one activation quantization instead of one per projection), and their concatenated
-        bias still to add: ``MultiHeadAttention`` adds it as it lays out the heads, one node fewer per
-        attention block on every step. ``""`` if there is none or the weight format keeps it with the
-        matmul (``keeps_bias``: int8, int4)."""
+        quantized, one activation quantization instead of one per projection), biases included.
+
+        The biases are the matmul's, not ``MultiHeadAttention``'s bias input (one node fewer per
+        attention block and step where the matmul does not keep them): onnxruntime-web's WebGPU
+        kernel cannot add that input to a single query position (a decoding step), nor ONNX Runtime
+        1.17-1.20's CPU kernel to keys and values given as caches."""
         b = self.b
         names = [self.spec.weight_name(f"{p}.weight") for p in prefixes]
         fused = "+".join(names)
         bias = ""
         if self.spec.linear_bias:
             bias = b.derived(f"{fused}.bias", np.concatenate([self.spec.weight(f"{p}.bias") for p in prefixes]))
-        left = "" if self.weights.keeps_bias else bias
-        y = self.weights.fused_matmul(b, x, fused, names, "" if left else bias)
-        return b.op_multi("Split", [y], len(prefixes), axis=-1, num_outputs=len(prefixes)), left
-
-    def cross_query(self, x: str, prefix: str) -> tuple[str, str]:
-        """The cross-attention query projection ``prefix.q`` and the bias still to add to it:
-        ``MultiHeadAttention``'s bias input, ``[q bias, 0, 0]`` (it adds nothing to keys and values
-        given as caches; ONNX Runtime's CPU and CUDA kernels add the query's part as the ``Add`` did,
-        bit for bit on the CPU from 1.17 to 1.32), one node fewer per layer on every step. ``""`` if
-        there is none or the weight format keeps it with the matmul (``keeps_bias``: int8, int4)."""
-        if not self.spec.linear_bias or self.weights.keeps_bias:
-            return self.linear(x, f"{prefix}.q"), ""
-        weight = self.spec.weight_name(f"{prefix}.q.weight")
-        query_bias = self.spec.weight(f"{prefix}.q.bias")
-        bias = self.b.derived(
-            f"{weight}.attention_bias", np.concatenate([query_bias, np.zeros(2 * query_bias.size, query_bias.dtype)])
-        )
-        return self.weights.matmul(self.b, x, weight, ""), bias
+        y = self.weights.fused_matmul(b, x, fused, names, bias)
+        # the sizes spelled out: onnxruntime-web's WebGPU kernel ignores num_outputs
+        sizes = b.const(
+            np.array([self.spec.weight(f"{p}.weight").shape[1] for p in prefixes], dtype=np.int64)
+        )  # [in, out]
+        return b.op_multi("Split", [y, sizes], len(prefixes), axis=-1)
 
     def layer_norm(self, x: str, prefix: str) -> str:
         b = self.b

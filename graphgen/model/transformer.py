@@ -32,12 +32,13 @@ class Transformer(Attention, Positions):
         x = self.embed(input_ids, "encoder", self.source_positions(input_ids))
         heads = spec.encoder_heads
         position_bias = self.source_relative_bias(input_ids) if spec.relative_attention is not None else ""
+        attention_bias = self.source_bias(mask, heads, position_bias)
         for index in range(spec.encoder_layers):
             prefix = f"encoder.layers.{index}"
 
             def attend(h: str, prefix: str = prefix) -> str:
-                (q, k, v), bias = self.fused_projections(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
-                attended = self.attention(q, k, v, heads, mask, position_bias, bias=bias)
+                q, k, v = self.fused_projections(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
+                attended = self.attention(q, k, v, heads, attention_bias)
                 return self.linear(attended, f"{prefix}.self_attn.out")
 
             x = self.sublayer(x, f"{prefix}.self_attn_layer_norm", attend)
@@ -96,16 +97,16 @@ class Transformer(Attention, Positions):
             past = past_self[index] if past_self is not None else None
 
             def attend_self(h: str, prefix: str = prefix, past: tuple[str, str] | None = past) -> str:
-                (q, k, v), bias = self.fused_projections(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
-                attended, key, value = self.cached_self_attention(q, k, v, heads, past, position_bias, bias=bias)
+                q, k, v = self.fused_projections(h, [f"{prefix}.self_attn.{p}" for p in "qkv"])
+                attended, key, value = self.cached_self_attention(q, k, v, heads, past, position_bias)
                 presents.append((key, value))
                 return self.linear(attended, f"{prefix}.self_attn.out")
 
             def attend_source(h: str, prefix: str = prefix, index: int = index) -> str:
-                q, query_bias = self.cross_query(h, f"{prefix}.encoder_attn")
+                q = self.linear(h, f"{prefix}.encoder_attn.q")
                 if query_groups is not None:
                     q = b.op("Reshape", [q, query_groups[0]])
-                attended = self.cross_attention(q, *cross[index], heads, cross_bias, query_bias=query_bias)
+                attended = self.cross_attention(q, *cross[index], heads, cross_bias)
                 if query_groups is not None:  # back to [rows, 1, H × D/H], stated so ORT still fuses the residual
                     attended = b.op("Reshape", [attended, rows_shape])
                     b.declare(attended, FLOAT16 if self.float16 else FLOAT, [query_groups[1], 1, width])

@@ -115,8 +115,6 @@ class Int8Weights:
     """int8 matrices with a float scale per output column (``DynamicQuantizeMatMul``), each quantized
     once as it is written out (``DeferredMatrices``), however many subgraphs read it."""
 
-    keeps_bias = True  # DynamicQuantizeMatMul adds it (its own bias input)
-
     def __init__(self, spec: ModelSpec, *, row_lookups: bool = False) -> None:
         self.spec = spec
         self.row_lookups = row_lookups  # lookups gather rows of a second array (see the module's docstring)
@@ -236,10 +234,8 @@ class Int4Weights:
     """4-bit weights (``export --int4``): linear layers and the output projection as com.microsoft
     ``MatMulNBits``, embedding lookups unpacked from the same bytes with standard ops."""
 
-    # The bias stays with the matmul as an Add (MatMulNBits' bias input is newer than ONNX Runtime
-    # 1.17), which newer releases fold into the kernel (1.32 does, rounding differently from MatMul +
-    # Add): moved to MultiHeadAttention it would save no node there and change int4's scores.
-    keeps_bias = True
+    # The bias is an Add after the matmul (MatMulNBits' bias input is newer than ONNX Runtime 1.17),
+    # which newer releases fold into the kernel (1.32 does, rounding differently from MatMul + Add).
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
@@ -327,8 +323,6 @@ class Int4Weights:
 
 class FloatWeights:
     """The checkpoint's own arrays (float32, or float16 for ``--fp16`` layers), read by standard ops."""
-
-    keeps_bias = False  # an Add after the MatMul, which MultiHeadAttention can do instead
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
