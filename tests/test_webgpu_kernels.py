@@ -17,9 +17,10 @@ failure the file had before it followed the rule; the kernels are in onnxruntime
   implemented"; a decoding step has one), and an ``attention_bias`` only of the full
   ``[batch, heads, queries, keys]`` shape (no broadcasting).
 
-``examples/node/test/browser.test.js`` runs the demo file on WebGPU in Chromium; this test holds
-every text-file kind to the rules, so CI guards them without a browser. (Following them is not
-enough for every family: the NLLB fixture runs there but translates wrongly, docs/platforms.md.)
+``examples/node/test/browser.test.js`` runs the demo and NLLB files on WebGPU in Chromium; this
+test holds every text-file kind to the rules, so CI guards them without a browser. (One failure
+these rules do not catch, int64 indices handed to the wrong ``Gather``, is avoided in
+``step_positions``; docs/platforms.md.)
 """
 
 from __future__ import annotations

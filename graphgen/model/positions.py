@@ -132,4 +132,6 @@ class Positions(Layers):
         pad = np.array(spec.pad_token_id, dtype=helper.tensor_dtype_to_np_dtype(ids_type))
         is_pad = b.op("Equal", [input_ids, b.const(pad)])
         index = b.op("Where", [is_pad, b.const(np.int64(spec.padding_position)), index])
-        return b.op("Gather", [table, index])  # [B, 1, D]
+        # as int32: onnxruntime-web's WebGPU provider, given two int64 [B, 1] indices in a step (these
+        # and the tokens'), hands the token embedding's Gather these (measured; docs/platforms.md)
+        return b.op("Gather", [table, b.op("Cast", [index], to=INT32)])  # [B, 1, D]

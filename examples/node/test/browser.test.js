@@ -86,8 +86,7 @@ describe("onnxruntime-web's WebGPU provider in headless Chromium (SwiftShader's 
 
   // The attention, matrix products and layer norms run as WebGPU shaders (the nodes without a
   // WebGPU kernel, the tokenizer's among them, on the WebAssembly provider in the same session):
-  // a software GPU makes it slow (~3 s per sentence), so a part of the set. (The NLLB fixture does
-  // not translate as on the CPU there: see docs/platforms.md.)
+  // a software GPU makes it slow (~3 s per sentence), so a part of each set.
   test("the page translates demo sentences on WebGPU as Python does", async () => {
     const result = await pageResult({ model: "demo-en-zh.onnx", sources: "sources.txt", count: "8", batch: "8", ep: "webgpu" },
       gpuBrowser);
@@ -95,5 +94,19 @@ describe("onnxruntime-web's WebGPU provider in headless Chromium (SwiftShader's 
     assert.equal(result.adapter, "swiftshader");
     assert.deepEqual(result.translations, (await lines("expected.txt")).slice(0, 8));
     console.log(`8 sentences on WebGPU (SwiftShader): ${Math.round(result.milliseconds)} ms`);
+  });
+
+  test("the page translates NLLB sentences on WebGPU as Python does", async () => {
+    const rows = (await lines("languages.tsv")).map((line) => line.split("\t"));
+    const target = rows[0][1];
+    const result = await pageResult({
+      model: "nllb-languages.onnx",
+      sources: `nllb-${target}.txt`,
+      count: "8",
+      options: JSON.stringify({ sourceLanguage: "eng_Latn", targetLanguage: target }),
+      ep: "webgpu",
+    }, gpuBrowser);
+    assert.equal(result.webgpu, true);
+    assert.deepEqual(result.translations, rows.filter((row) => row[1] === target).slice(0, 8).map((row) => row[3]));
   });
 });
