@@ -63,10 +63,9 @@ class Layers:
         """Several linears that read the same input as one matmul, split after (one pass over ``x`` and,
         quantized, one activation quantization instead of one per projection), biases included.
 
-        The biases are the matmul's, not ``MultiHeadAttention``'s bias input (one node fewer per
-        attention block and step where the matmul does not keep them): onnxruntime-web's WebGPU
-        kernel cannot add that input to a single query position (a decoding step), nor ONNX Runtime
-        1.17-1.20's CPU kernel to keys and values given as caches."""
+        The biases are the matmul's (an ``Add`` for float weights), not ``MultiHeadAttention``'s
+        bias input, which would save that node per attention block and step: onnxruntime-web's
+        WebGPU kernel cannot add its bias input to a single query position (a decoding step)."""
         b = self.b
         names = [self.spec.weight_name(f"{p}.weight") for p in prefixes]
         fused = "+".join(names)
