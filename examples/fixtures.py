@@ -23,7 +23,10 @@ Python path for them:
 * ``nllb-languages.onnx`` and ``languages.tsv``: a small NLLB checkpoint (random weights, a
   SentencePiece model trained here, laid out as the hub's files by ``graphgen.testing``),
   exported and baked with ``--keep-languages`` so that Java can choose the languages per call; the
-  TSV holds source language, target language, text and ``graphgen.Translator``'s translation.
+  TSV holds source language, target language, text and ``graphgen.Translator``'s translation;
+* ``{family}.onnx``, ``{family}-sources.txt`` and ``{family}-expected.txt`` for mBART-50, T5 and
+  mT5 (``WEB_FAMILIES``; small checkpoints with random weights, their default languages): what the
+  browser test runs on onnxruntime-web's WebGPU provider beside the demo and NLLB files.
 """
 
 from __future__ import annotations
@@ -68,8 +71,32 @@ def main(out: Path) -> None:
     quantized = [t for start in range(0, 64, 16) for t in int4.translate(sources[start : start + 16])]
     (out / "expected-int4.txt").write_text("".join(f"{t}\n" for t in quantized), encoding="utf-8")
 
-    rows = language_fixtures(out, [source.split(" ", 1)[1] for source in sources[:24]])
-    print(f"examples fixtures: {len(sources)} sentences, {rows} NLLB rows in {out}")
+    texts = [source.split(" ", 1)[1] for source in sources]  # without the demo's >>cmn_Hans<< token
+    rows = language_fixtures(out, texts[:24])
+    family_fixtures(out, texts[:4])
+    print(f"examples fixtures: {len(sources)} sentences, {rows} NLLB rows, {', '.join(WEB_FAMILIES)} in {out}")
+
+
+# The families whose layers the demo (Marian) and NLLB files do not show: mBART-50's normalized
+# embeddings, T5's relative position bias, mT5's gated feed-forward (each kernel WebGPU runs).
+WEB_FAMILIES = ("mbart50", "t5", "mt5")
+
+
+def family_fixtures(out: Path, texts: list[str]) -> None:
+    """A text file per ``WEB_FAMILIES`` row, its sources and ``graphgen.Translator``'s translations."""
+    import graphgen
+    from graphgen.testing import family_checkpoint
+    from graphgen.testing.families import FAMILIES
+
+    for family in WEB_FAMILIES:
+        checkpoint = out / f"{family}-checkpoint"
+        family_checkpoint(checkpoint, family, seed=1, num_beams=4)
+        model = out / f"{family}.onnx"
+        graphgen.export(str(checkpoint), str(model), progress=lambda _: None)
+        sources = [FAMILIES[family].text_prefix + text for text in texts]
+        translations = graphgen.Translator(model).translate(sources)
+        (out / f"{family}-sources.txt").write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
+        (out / f"{family}-expected.txt").write_text("".join(f"{t}\n" for t in translations), encoding="utf-8")
 
 
 def language_fixtures(out: Path, texts: list[str]) -> int:

@@ -1,6 +1,7 @@
 // A real browser: headless Chromium (Debian's package) opens web/index.html from a server on
-// 127.0.0.1, which translates the demo test set (and NLLB sentences into three languages) with
-// onnxruntime-web; the page's strings must be Python's (fixtures from examples/fixtures.py).
+// 127.0.0.1, which translates the demo test set and NLLB sentences into three languages with
+// onnxruntime-web (on WebGPU too, with mBART-50, T5 and mT5 sentences); the page's strings must be
+// Python's (fixtures from examples/fixtures.py).
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -109,4 +110,14 @@ describe("onnxruntime-web's WebGPU provider in headless Chromium (SwiftShader's 
     assert.equal(result.webgpu, true);
     assert.deepEqual(result.translations, rows.filter((row) => row[1] === target).slice(0, 8).map((row) => row[3]));
   });
+
+  // mBART-50's normalized embeddings, T5's relative position bias, mT5's gated feed-forward
+  for (const family of ["mbart50", "t5", "mt5"]) {
+    test(`the page translates ${family} sentences on WebGPU as Python does`, async () => {
+      const result = await pageResult({ model: `${family}.onnx`, sources: `${family}-sources.txt`, ep: "webgpu" },
+        gpuBrowser);
+      assert.equal(result.webgpu, true);
+      assert.deepEqual(result.translations, await lines(`${family}-expected.txt`));
+    });
+  }
 });
