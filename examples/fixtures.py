@@ -16,6 +16,10 @@ Python path for them:
   (``graphgen bake``: how hosts that cannot feed optional inputs choose settings) and the greedy
   translations of the first 40 sources; ``demo-en-zh-greedy-external.onnx`` (+ ``.data``): the same
   copy baked from an ``--external-data`` export, its weights beside it;
+* ``demo-en-zh-settings.onnx`` and ``expected-settings.txt``: a copy that keeps ``num_beams`` and
+  ``max_length`` as required inputs (``graphgen bake --keep num_beams,max_length``: how Java and
+  JavaScript choose settings per call) and the translations of the first 16 sources with 2 beams
+  and at most 8 tokens;
 * ``long.txt``: a source longer than the model's 512 positions, then its translation with
   ``truncate=True`` (without it the file must stop with an error naming the limit), and
   ``demo-en-zh-truncate.onnx``, a copy with ``truncate`` baked in (``graphgen bake --truncate``)
@@ -62,6 +66,10 @@ def main(out: Path) -> None:
     write_baked(text_model, out / "demo-en-zh-greedy.onnx", {"num_beams": 1})
     greedy = translator.translate(sources[:40], num_beams=1)
     (out / "expected-greedy.txt").write_text("".join(f"{t}\n" for t in greedy), encoding="utf-8")
+    # settings chosen per call by hosts that cannot feed optional inputs: a copy that keeps them required
+    write_baked(text_model, out / "demo-en-zh-settings.onnx", keep=("num_beams", "max_length"))
+    chosen = translator.translate(sources[:16], num_beams=2, max_length=8)
+    (out / "expected-settings.txt").write_text("".join(f"{t}\n" for t in chosen), encoding="utf-8")
     # the same copy with its weights beside it (a page's memory saver: onnxruntime-web's externalData)
     external = out / "demo-en-zh-external.onnx"
     graphgen.export(str(DEMO), str(external), external_data=True, progress=lambda _: None)

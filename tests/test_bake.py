@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -48,11 +49,44 @@ def test_bake_refusals(demo_onnx: Path, tmp_path: Path) -> None:
         ((tmp_path / "missing.onnx", "-o", tmp_path / "m.onnx"), "does not exist"),
         ((demo_onnx, "-o", tmp_path / "m.onnx", "--num-return-sequences", "9"), "num_return_sequences must be"),
         ((demo_onnx, "-o", tmp_path / "m.onnx", "--keep-languages"), "has no language inputs to keep"),
+        ((demo_onnx, "-o", tmp_path / "m.onnx", "--keep", "num_beams,beams"), "has no optional input beams to keep"),
+        ((demo_onnx, "-o", tmp_path / "m.onnx", "--keep", "num_beams", "--num-beams", "2"), "num_beams is both kept"),
+        ((demo_onnx, "-o", tmp_path / "m.onnx", "--keep", "truncate", "--truncate"), "truncate is both kept"),
     ]
     for arguments, message in cases:
         done = graphgen_bake(*arguments)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (arguments, done)
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_baked_copy_can_keep_settings(demo_onnx: Path, tmp_path: Path) -> None:
+    """`graphgen bake --keep`: the kept settings become required inputs (what Java and JavaScript can
+    feed), the others are fixed."""
+    baked = tmp_path / "settings.onnx"
+    done = graphgen_bake(
+        demo_onnx, "-o", baked, "--keep", "num_beams, max_length", "--keep", "truncate", "--min-length", "3"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    session = open_session(baked)
+    assert sorted(i.name for i in session.get_inputs()) == ["max_length", "num_beams", TEXT_UTF8, "truncate"]
+    assert session.get_overridable_initializers() == []
+    original, copy = Translator(demo_onnx), Translator(baked)
+    assert copy.defaults == original.defaults | {"min_length": 3}  # the kept ones keep the file's defaults
+    assert "num_beams" not in json.loads(session.get_modelmeta().custom_metadata_map["graphgen.baked"])
+    texts = [*SOURCES[:8], LONG_SOURCE]
+    for beams, longest in ((1, 6), (4, 12)):
+        feeds = text_feeds(session, texts) | {
+            "num_beams": np.array([beams], np.int32),
+            "max_length": np.array([longest], np.int32),
+            "truncate": np.array([True]),
+        }
+        (raw,) = session.run(["translation"], feeds)
+        expected = original.translate(texts, num_beams=beams, max_length=longest, min_length=3, truncate=True)
+        assert raw[:, 0].tolist() == expected
+        assert copy.translate(texts, num_beams=beams, max_length=longest, truncate=True) == expected
+    assert copy.translate(SOURCES[:4]) == original.translate(SOURCES[:4], min_length=3)  # defaults fed
+    with pytest.raises(GraphgenError, match="min_length is fixed to 3"):
+        copy.translate(SOURCES[:1], min_length=1)
 
 
 @pytest.mark.parametrize("family", [name for name, family in FAMILIES.items() if family.has_languages])

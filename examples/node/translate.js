@@ -8,9 +8,10 @@
 //
 // onnxruntime-node and onnxruntime-web cannot feed a file's optional inputs (the generation
 // settings, `truncate`, the languages: inputs with a default); they drop such feeds silently. A
-// setting is therefore chosen by baking a copy of the file (`graphgen bake`), and languages per
-// call by a copy that keeps them as required inputs (`graphgen bake --keep-languages`); asking for
-// a setting the file does not take is an error here, not a silent default.
+// setting is therefore fixed by baking a copy of the file (`graphgen bake --num-beams 1`), or chosen
+// per call with a copy that keeps it as a required input (`graphgen bake --keep num_beams,max_length`,
+// `--keep-languages`), which must then be given on every call; asking for a setting the file does
+// not take is an error here, not a silent default.
 
 const SETTINGS = {
   numBeams: ["num_beams", "int32"],
@@ -108,8 +109,15 @@ export async function translate({ ort, session }, texts, options = {}) {
     sourceLanguage: "source_language", targetLanguage: "target_language" };
   for (const [option, input] of Object.entries(inputs)) {
     if (options[option] !== undefined && !accepted.has(input) && !accepted.has(`${input}_utf8`)) {
-      const how = option.endsWith("Language") ? "graphgen bake --keep-languages" : `graphgen bake --${input.replaceAll("_", "-")}`;
-      throw new Error(`this file has no ${input} input that JavaScript runtimes can set; use a copy made with \`${how}\``);
+      const flag = input.replaceAll("_", "-");
+      const how = option.endsWith("Language")
+        ? "`graphgen bake --keep-languages`"
+        : `\`graphgen bake --${flag}${option === "truncate" ? "" : " VALUE"}\` (fixed) or \`graphgen bake --keep ${input}\` (per call)`;
+      throw new Error(`this file has no ${input} input that JavaScript runtimes can set; use a copy made with ${how}`);
+    }
+    // a required input (kept by graphgen bake --keep): no default to fall back on, but truncate's is false
+    if (options[option] === undefined && option !== "truncate" && (accepted.has(input) || accepted.has(`${input}_utf8`))) {
+      throw new Error(`this file takes ${input} on every call (a graphgen bake --keep copy): pass ${option}`);
     }
   }
   for (const [option, [input, type]] of Object.entries(SETTINGS)) {
@@ -124,7 +132,7 @@ export async function translate({ ort, session }, texts, options = {}) {
       feeds[name] = tensor;
     }
   }
-  if (options.truncate !== undefined) {
+  if (options.truncate !== undefined || accepted.has("truncate")) {
     feeds.truncate = new ort.Tensor("bool", Uint8Array.from([options.truncate ? 1 : 0]), [1]);
   }
   let results;

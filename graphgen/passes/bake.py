@@ -9,6 +9,7 @@ the chosen value, so such hosts get the settings they need by picking the file.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,13 +86,19 @@ def bake_optional_inputs(model: ModelProto, values: dict[str, Any], required: tu
 
 
 def load_baked(
-    source: Path, settings: dict[str, Any] | None = None, truncate: bool | None = None, *, keep_languages: bool = False
+    source: Path,
+    settings: dict[str, Any] | None = None,
+    truncate: bool | None = None,
+    *,
+    keep: Sequence[str] = (),
+    keep_languages: bool = False,
 ) -> tuple[ModelProto, dict[str, Any], bool]:
     """``source`` read and baked with the file's defaults overridden by ``settings``; also what was
     baked, and whether ``source`` keeps its weights in a data file beside it.
 
-    With ``keep_languages`` the ``source_language`` and ``target_language`` inputs stay, required:
-    a host that cannot feed optional inputs (Java) still chooses the languages per call.
+    The optional inputs named in ``keep`` stay, now required (fed on every call): a host that cannot
+    feed optional inputs (Java, JavaScript) still chooses those per call. ``keep_languages`` keeps
+    ``source_language`` and ``target_language`` (their ``_utf8`` twins in a ``--no-strings`` file).
     """
     if not source.is_file():
         raise GraphgenError(f"{source} does not exist")
@@ -115,9 +122,11 @@ def load_baked(
         if info.interface != TEXT_LEVEL:
             raise GraphgenError("--truncate applies to text-level files only")
         values[TRUNCATE] = truncate
-    required = (*LANGUAGE_PARAMETERS, *LANGUAGE_UTF8_INPUTS.values()) if keep_languages else ()
     if keep_languages and not info.languages:
         raise GraphgenError(f"{source} has no language inputs to keep (only NLLB, M2M100 and mBART-50 files do)")
+    given = {*(settings or {}), *([TRUNCATE] if truncate is not None else [])}
+    required = _kept_inputs(model, [*keep, *(LANGUAGE_PARAMETERS if keep_languages else ())], given, source)
+    values = {name: value for name, value in values.items() if name not in required}
     bake = BakeOptionalInputs(values, required)
     bake(model)
     baked = bake.baked
@@ -135,12 +144,28 @@ def load_baked(
     return model, baked, external
 
 
+def _kept_inputs(model: ModelProto, names: Sequence[str], given: set[str], source: Path) -> tuple[str, ...]:
+    """The optional inputs of ``model`` that ``names`` keep (a language by either of its names)."""
+    defaults = {tensor.name for tensor in model.graph.initializer}
+    optional = [value.name for value in model.graph.input if value.name in defaults]
+    kept: list[str] = []
+    for name in dict.fromkeys(names):
+        found = [input_ for input_ in (name, LANGUAGE_UTF8_INPUTS.get(name, "")) if input_ in optional]
+        if not found:
+            raise GraphgenError(f"{source} has no optional input {name} to keep (it has: {', '.join(optional)})")
+        if name in given:
+            raise GraphgenError(f"{name} is both kept (chosen per call) and given a value to fix")
+        kept += found
+    return tuple(kept)
+
+
 def write_baked(
     source: Path,
     output: Path,
     settings: dict[str, Any] | None = None,
     truncate: bool | None = None,
     *,
+    keep: Sequence[str] = (),
     keep_languages: bool = False,
 ) -> list[Path]:
     """Write a baked copy of ``source`` to ``output`` (atomically, checked before the work). A file
@@ -149,5 +174,5 @@ def write_baked(
     output = check_output_path(output)
     if output == source.expanduser().resolve():
         raise GraphgenError("the output file is the input file")
-    model, _, external = load_baked(source, settings, truncate, keep_languages=keep_languages)
+    model, _, external = load_baked(source, settings, truncate, keep=keep, keep_languages=keep_languages)
     return save_model(model, output, external=external)

@@ -88,8 +88,17 @@ for (const [name, ort] of Object.entries(runtimes)) {
       const greedy = await openTranslator(ort, `${fixtures}demo-en-zh-greedy.onnx`);
       assert.deepEqual(await translate(greedy, sources.slice(0, 40)), await lines("expected-greedy.txt"));
       const translator = await openTranslator(ort, `${fixtures}demo-en-zh.onnx`);
-      await assert.rejects(translate(translator, [sources[0]], { numBeams: 1 }), /graphgen bake --num-beams/);
+      await assert.rejects(translate(translator, [sources[0]], { numBeams: 1 }), /graphgen bake --num-beams VALUE.*--keep num_beams/);
       await assert.rejects(translate(translator, [sources[0]], { targetLanguage: "x" }), /--keep-languages/);
+    });
+
+    test("settings chosen per call from a copy that keeps them (graphgen bake --keep num_beams,max_length)", async () => {
+      const translator = await openTranslator(ort, `${fixtures}demo-en-zh-settings.onnx`);
+      const chosen = await translate(translator, sources.slice(0, 16), { numBeams: 2, maxLength: 8 });
+      assert.deepEqual(chosen, await lines("expected-settings.txt"));
+      // kept inputs are required: no default to fall back on
+      await assert.rejects(translate(translator, [sources[0]], { numBeams: 2 }), /takes max_length on every call.*pass maxLength/);
+      await assert.rejects(translate(translator, [sources[0]], { numBeams: 2, maxLength: 8, minLength: 3 }), /--keep min_length/);
     });
 
     test("a baked copy with its weights beside it (--external-data) gives the same translations", async () => {

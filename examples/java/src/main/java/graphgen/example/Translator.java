@@ -28,6 +28,11 @@ public final class Translator implements AutoCloseable {
   private static final String TEXT_UTF8 = "text_utf8";
   private static final String SOURCE_LANGUAGE = "source_language";
   private static final String TARGET_LANGUAGE = "target_language";
+  private static final String TRUNCATE = "truncate";
+  // the generation settings a copy can keep as required inputs (graphgen bake --keep), by type
+  private static final Set<String> INT_SETTINGS =
+      Set.of("num_beams", "num_return_sequences", "max_length", "min_length");
+  private static final Set<String> FLOAT_SETTINGS = Set.of("length_penalty", "repetition_penalty");
   private final OrtEnvironment env = OrtEnvironment.getEnvironment();
   private final OrtSession session;
 
@@ -59,7 +64,18 @@ public final class Translator implements AutoCloseable {
 
   /** One translation per input, in order; an empty list gives an empty list. */
   public List<String> translate(List<String> texts) throws OrtException {
-    return run(texts, Map.of());
+    return run(texts, Map.of(), Map.of());
+  }
+
+  /**
+   * One translation per input, with generation settings chosen per call: {@code settings} maps
+   * input names ({@code num_beams}, {@code max_length}, {@code min_length}, {@code
+   * num_return_sequences}, {@code length_penalty}, {@code repetition_penalty}) to values. For a copy
+   * that keeps them as required inputs ({@code graphgen bake --keep num_beams,max_length}): Java
+   * cannot feed a file's optional inputs, and every input the copy keeps must be given.
+   */
+  public List<String> translate(List<String> texts, Map<String, ? extends Number> settings) throws OrtException {
+    return run(texts, Map.of(), settings);
   }
 
   /** {@link #translate(List, List, List)} with one source and one target language for every text. */
@@ -77,6 +93,19 @@ public final class Translator implements AutoCloseable {
    */
   public List<String> translate(
       List<String> texts, List<String> sourceLanguages, List<String> targetLanguages) throws OrtException {
+    return translate(texts, sourceLanguages, targetLanguages, Map.of());
+  }
+
+  /**
+   * The languages as in {@link #translate(List, List, List)} and the settings as in {@link
+   * #translate(List, Map)}: for a copy made with {@code graphgen bake --keep-languages --keep ...}.
+   */
+  public List<String> translate(
+      List<String> texts,
+      List<String> sourceLanguages,
+      List<String> targetLanguages,
+      Map<String, ? extends Number> settings)
+      throws OrtException {
     if (!session.getInputNames().containsAll(List.of(SOURCE_LANGUAGE, TARGET_LANGUAGE))) {
       throw new IllegalArgumentException(
           "this file takes no language inputs: languages are chosen per call only in NLLB, M2M100 and"
@@ -88,10 +117,29 @@ public final class Translator implements AutoCloseable {
             "give one language code, or one per text (" + texts.size() + "); got " + codes.size());
       }
     }
-    return run(texts, Map.of(SOURCE_LANGUAGE, sourceLanguages, TARGET_LANGUAGE, targetLanguages));
+    return run(texts, Map.of(SOURCE_LANGUAGE, sourceLanguages, TARGET_LANGUAGE, targetLanguages), settings);
   }
 
-  private List<String> run(List<String> texts, Map<String, List<String>> languages) throws OrtException {
+  private List<String> run(
+      List<String> texts, Map<String, List<String>> languages, Map<String, ? extends Number> settings)
+      throws OrtException {
+    Set<String> inputs = session.getInputNames();
+    for (String name : settings.keySet()) {
+      if (!INT_SETTINGS.contains(name) && !FLOAT_SETTINGS.contains(name)) {
+        throw new IllegalArgumentException("unknown setting " + name + " (settings are named as the file's inputs)");
+      }
+      if (!inputs.contains(name)) {
+        throw new IllegalArgumentException(
+            "this file has no " + name + " input that Java can set; use a copy made with `graphgen bake --"
+                + name.replace('_', '-') + " VALUE` (fixed) or `graphgen bake --keep " + name + "` (per call)");
+      }
+    }
+    for (String name : inputs) {
+      if ((INT_SETTINGS.contains(name) || FLOAT_SETTINGS.contains(name)) && !settings.containsKey(name)) {
+        throw new IllegalArgumentException(
+            "this file takes " + name + " on every call (a graphgen bake --keep copy): give it in the settings");
+      }
+    }
     if (texts.isEmpty()) {
       return List.of();
     }
@@ -100,6 +148,17 @@ public final class Translator implements AutoCloseable {
       feeds.put(TEXT_UTF8, utf8(texts));
       for (var language : languages.entrySet()) {
         feeds.put(language.getKey(), strings(language.getValue()));
+      }
+      for (var setting : settings.entrySet()) {
+        Number value = setting.getValue();
+        feeds.put(
+            setting.getKey(),
+            INT_SETTINGS.contains(setting.getKey())
+                ? OnnxTensor.createTensor(env, new int[] {value.intValue()})
+                : OnnxTensor.createTensor(env, new float[] {value.floatValue()}));
+      }
+      if (inputs.contains(TRUNCATE)) { // kept by graphgen bake --keep truncate: false, the default
+        feeds.put(TRUNCATE, OnnxTensor.createTensor(env, new boolean[] {false}));
       }
       try (OrtSession.Result result = session.run(feeds, Set.of("translation"))) {
         // [batch, num_return_sequences]: the best hypothesis of each input is column 0.

@@ -103,6 +103,28 @@ class TranslatorTest {
     }
   }
 
+  /** A copy made with {@code graphgen bake --keep num_beams,max_length}: settings chosen per call. */
+  @Test
+  void settingsChosenPerCallFromACopyThatKeepsThem() throws IOException, OrtException {
+    Path model = Path.of(System.getProperty("graphgen.model"));
+    List<String> want = Files.readAllLines(model.resolveSibling("expected-settings.txt"), StandardCharsets.UTF_8);
+    try (Translator chosen = new Translator(model.resolveSibling("demo-en-zh-settings.onnx"))) {
+      assertEquals(want, chosen.translate(sources.subList(0, 16), java.util.Map.of("num_beams", 2, "max_length", 8)));
+      // every kept input is required; a setting the file does not take names the bake flag
+      var missing = assertThrows(
+          IllegalArgumentException.class, () -> chosen.translate(sources.subList(0, 1), java.util.Map.of("num_beams", 2)));
+      assertTrue(missing.getMessage().contains("takes max_length on every call"), missing.getMessage());
+      var fixed = assertThrows(
+          IllegalArgumentException.class,
+          () -> chosen.translate(sources.subList(0, 1), java.util.Map.of("num_beams", 2, "max_length", 8, "min_length", 3)));
+      assertTrue(fixed.getMessage().contains("graphgen bake --keep min_length"), fixed.getMessage());
+      assertThrows(IllegalArgumentException.class, () -> chosen.translate(sources.subList(0, 1)));
+    }
+    var unknown = assertThrows(
+        IllegalArgumentException.class, () -> translator.translate(sources.subList(0, 1), java.util.Map.of("beams", 2)));
+    assertTrue(unknown.getMessage().contains("unknown setting beams"), unknown.getMessage());
+  }
+
   @Test
   void emptyBatchGivesNoTranslations() throws OrtException {
     assertTrue(translator.translate(List.of()).isEmpty());
