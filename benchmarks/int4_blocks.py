@@ -53,8 +53,7 @@ print(json.dumps({"after_load": after_load, "peak": status("VmHWM"), "ms": 1000 
 
 def _dequantized(matrix: np.ndarray, block: int) -> np.ndarray:
     """``matrix`` [out, in] through graphgen's int4 quantizer and back, as MatMulNBits reads it."""
-    weights.INT4_BLOCK = block
-    q = weights.quantize_blocks(np.ascontiguousarray(matrix, dtype=np.float32))
+    q = weights.quantize_blocks(np.ascontiguousarray(matrix, dtype=np.float32), block)
     low, high = q.codes & 15, q.codes >> 4
     codes = np.stack([low, high], axis=-1).reshape(q.outputs, q.blocks, block).astype(np.float32)
     values = (codes - 8) * q.scales.reshape(q.outputs, q.blocks, 1)
@@ -107,9 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         fp32 = translations(work / "fp32.onnx")
         nllb = None if args.no_nllb else full_size_family_checkpoint(work / "nllb", "nllb")
         for block in blocks:
-            weights.INT4_BLOCK = block
             demo = work / f"demo-{block}.onnx"
-            export(str(DEMO_DIR), str(demo), progress=lambda _: None, int4=True)
+            export(str(DEMO_DIR), str(demo), progress=lambda _: None, int4=True, int4_block_size=block)
             out = translations(demo)
             row = {
                 "block": block,
@@ -120,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             if nllb is not None:
                 path = work / f"nllb-{block}" / "model.onnx"
                 path.parent.mkdir()
-                options = {"int4": True, "tokenizer": False, "external_data": True}
+                options = {"int4": True, "int4_block_size": block, "tokenizer": False, "external_data": True}
                 export(str(nllb), str(path), progress=lambda _: None, **options)  # type: ignore[arg-type]
                 row["data_mb"] = sum(p.stat().st_size for p in path.parent.iterdir()) / 1e6
                 done = subprocess.run([sys.executable, "-c", RUN, path], capture_output=True, text=True)
@@ -129,7 +127,6 @@ def main(argv: list[str] | None = None) -> int:
                 row |= json.loads(done.stdout)
             rows.append(row)
             print(row, flush=True)
-    weights.INT4_BLOCK = chosen
     n = len(pairs)
     print(f"\nint4 block size (graphgen's: {chosen}); demo model, {n} test sentences, 4 beams")
     print("| inputs per scale | identical to fp32 | equal to the reference | KL to fp32 per token |", end="")

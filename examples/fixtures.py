@@ -12,6 +12,8 @@ Python path for them:
   (without onnxruntime-extensions) must refuse with a clear message;
 * ``demo-en-zh-int4.onnx`` and ``expected-int4.txt``: the file with ``--int4`` (ONNX Runtime's
   ``MatMulNBits``) and its translations of the first 64 sources in batches of 16;
+  ``demo-en-zh-int4-32.onnx`` and ``expected-int4-32.txt``: ``--int4-block-size 32`` and the
+  translations of the first 4 sources (for onnxruntime-web's WebGPU provider);
 * ``demo-en-zh-greedy.onnx`` and ``expected-greedy.txt``: a copy baked with ``num_beams=1``
   (``graphgen bake``: how hosts that cannot feed optional inputs choose settings) and the greedy
   translations of the first 40 sources; ``demo-en-zh-greedy-external.onnx`` (+ ``.data``): the same
@@ -78,6 +80,12 @@ def main(out: Path) -> None:
     int4 = graphgen.Translator(out / "demo-en-zh-int4.onnx")
     quantized = [t for start in range(0, 64, 16) for t in int4.translate(sources[start : start + 16])]
     (out / "expected-int4.txt").write_text("".join(f"{t}\n" for t in quantized), encoding="utf-8")
+    # blocks of 32: what onnxruntime-web's WebGPU provider multiplies right (the browser test runs it there)
+    graphgen.export(
+        str(DEMO), str(out / "demo-en-zh-int4-32.onnx"), int4=True, int4_block_size=32, progress=lambda _: None
+    )
+    blocks32 = graphgen.Translator(out / "demo-en-zh-int4-32.onnx").translate(sources[:4])
+    (out / "expected-int4-32.txt").write_text("".join(f"{t}\n" for t in blocks32), encoding="utf-8")
 
     texts = [source.split(" ", 1)[1] for source in sources]  # without the demo's >>cmn_Hans<< token
     rows = language_fixtures(out, texts[:24])

@@ -63,6 +63,7 @@ from graphgen.custom_ops.utf8 import join_bytes
 from graphgen.deploy.save import StreamedWeights
 from graphgen.model.placement import Initializer, WeightValues, add_initializers, attach_weights
 from graphgen.model.spec import ModelSpec
+from graphgen.model.weights import INT4_BLOCK
 from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
 from graphgen.search import SEARCHES
 from graphgen.search.io import (
@@ -129,13 +130,15 @@ def _search_core(
     search: str,
     float16: bool = False,
     streamed: StreamedWeights | None = None,
+    int4_block: int = INT4_BLOCK,
 ) -> SearchCore:
     """``streamed``: the weights go to a data file as they are added; when it is the file's external
     data, ONNX Runtime memory-maps it (the weight formats lay some tables out for that, see
-    ``model.weights``)."""
+    ``model.weights``). ``int4_block``: inputs per int4 scale."""
     chosen = SEARCHES[search]
     chosen.check(spec, quantization)
-    return chosen.build_core(spec, quantization, too_long_remedy, float16, streamed is not None and streamed.mapped)
+    mapped = streamed is not None and streamed.mapped
+    return chosen.build_core(spec, quantization, too_long_remedy, float16, mapped, int4_block)
 
 
 def build_id_model(
@@ -143,6 +146,7 @@ def build_id_model(
     *,
     int8: bool = False,
     int4: bool = False,
+    int4_block: int = INT4_BLOCK,
     search: str = "op",
     float16: bool = False,
     streamed: StreamedWeights | None = None,
@@ -151,7 +155,8 @@ def build_id_model(
 
     With ``streamed`` the weights go to that data file as they are added (``deploy.save``)."""
     quantization = _quantization(int8, int4)
-    core = _search_core(spec, quantization, "pass at most that many ids per row", search, float16, streamed)
+    remedy = "pass at most that many ids per row"
+    core = _search_core(spec, quantization, remedy, search, float16, streamed, int4_block)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs)
     model = make_model(graph, metadata(spec, ID_LEVEL, quantization, search, float16))
     add_initializers(model.graph, core.initializers, streamed)
@@ -270,6 +275,7 @@ def build_text_model(
     *,
     int8: bool = False,
     int4: bool = False,
+    int4_block: int = INT4_BLOCK,
     search: str = "op",
     tokenizer: str = EXTENSIONS,
     strings: bool = True,
@@ -302,7 +308,7 @@ def build_text_model(
         raise UnsupportedModelError("target languages are forced by graphgen's own search: use search='loop'")
     remedy = f"shorten it, or set the optional input {TRUNCATE} to true to cut it"
     quantization = _quantization(int8, int4)
-    core = _search_core(spec, quantization, remedy, search, float16, streamed)
+    core = _search_core(spec, quantization, remedy, search, float16, streamed, int4_block)
     ends = _text_ends(spec, vocabulary, coded, tokenizer, strings)
     # The forced first token is an id-level input; text graphs choose it by target_language, or keep
     # the checkpoint's default as a constant.

@@ -20,6 +20,8 @@ from graphgen.contract import ID_LEVEL, PORTABLE, TEXT_LEVEL, TOKENIZERS
 from graphgen.deploy import ORT_PLATFORMS
 from graphgen.deploy.mobile import write_ort
 from graphgen.deploy.save import check_output_path, past_protobuf_limit, save_model, streamed_weights
+from graphgen.model.weights import INT4_BLOCK
+from graphgen.model.weights import int4_block_size as int4_block_size_checked
 from graphgen.passes import export_passes
 from graphgen.passes.fp16 import Float16Error
 from graphgen.search import choose_search
@@ -54,6 +56,7 @@ def export(
     strings: bool = True,
     int8: bool = False,
     int4: bool = False,
+    int4_block_size: int | None = None,
     fp16: bool = False,
     early_stopping: bool | None = None,
     search: str = "auto",
@@ -72,7 +75,9 @@ def export(
     tensor out of a portable text file (the languages as UTF-8 bytes too, no ``translation``
     output), for ONNX Runtime builds without the string type. ``int8=True`` stores every matrix
     (embedding tables and output projection included) as int8 with per-column scales; ``int4=True``
-    as 4 bits with a scale per block of 64 inputs (ONNX Runtime's ``MatMulNBits``; loop search only).
+    as 4 bits with a scale per block of 64 inputs (ONNX Runtime's ``MatMulNBits``; loop search only), or
+    of ``int4_block_size`` inputs (a power of two from 16; 32 for onnxruntime-web's WebGPU provider,
+    whose ``MatMulNBits`` computes 64 and 128 wrongly: docs/platforms.md).
     ``fp16=True`` builds the encoder and decoder in float16 (the search itself stays float32), for
     GPU execution providers.
     ``early_stopping`` overrides the checkpoint's setting. ``True`` finishes an input once
@@ -94,6 +99,9 @@ def export(
         raise Float16Error(f"--fp16 and --{'int8' if int8 else 'int4'} cannot be combined")
     if int8 and int4:
         raise GraphgenError("--int8 and --int4 cannot be combined")
+    if int4_block_size is not None and not int4:
+        raise GraphgenError("--int4-block-size applies to --int4 files only")
+    int4_block = INT4_BLOCK if int4_block_size is None else int4_block_size_checked(int4_block_size)
     if ort is not None and ort not in ORT_PLATFORMS:
         raise GraphgenError(f"unknown .ort platform {ort!r}; choose one of {', '.join(ORT_PLATFORMS)}")
     kind = tokenizer_kind(tokenizer)
@@ -125,7 +133,13 @@ def export(
     with contextlib.nullcontext() if float16_conversion else streamed_weights(path, mapped=external) as streamed:
         if vocabulary is None or kind is None:
             onnx_model = build_id_model(
-                spec, int8=int8, int4=int4, search=search, float16=float16_layers, streamed=streamed
+                spec,
+                int8=int8,
+                int4=int4,
+                int4_block=int4_block,
+                search=search,
+                float16=float16_layers,
+                streamed=streamed,
             )
         else:
             report(f"building the tokenizer graph ({kind})")
@@ -134,6 +148,7 @@ def export(
                 vocabulary,
                 int8=int8,
                 int4=int4,
+                int4_block=int4_block,
                 search=search,
                 tokenizer=kind,
                 strings=strings,

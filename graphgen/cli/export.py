@@ -58,6 +58,14 @@ def add_parser(commands: Any) -> None:
         "than float32, for machines short of memory; the accuracy cost is measured in docs/performance.md",
     )
     export.add_argument(
+        "--int4-block-size",
+        type=int,
+        metavar="N",
+        help="inputs per int4 scale, a power of two (default 64); 32 for onnxruntime-web's WebGPU provider, whose "
+        "MatMulNBits kernel computes 64 and 128 wrongly (docs/platforms.md); smaller is closer to float32 and "
+        "takes more memory",
+    )
+    export.add_argument(
         "--fp16",
         action="store_true",
         help="encoder and decoder in float16 (weights, activations, KV caches; the search stays float32), for "
@@ -110,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         strings=not args.no_strings,
         int8=args.int8,
         int4=args.int4,
+        int4_block_size=args.int4_block_size,
         fp16=args.fp16,
         early_stopping=True if args.early_stopping else None,
         search=args.search,

@@ -19,11 +19,12 @@ into memory whole gains nothing from the second array: its original table stays 
 (``DynamicQuantizeMatMul`` cannot read a transposed weight, and com.microsoft ``QGemm`` with
 ``transB`` keeps a transposed copy of its own.)
 
-int4 (``Int4Weights``): symmetric, one scale per block of ``INT4_BLOCK`` (64) inputs, in ONNX
-Runtime's ``MatMulNBits`` layout (``[out, blocks, INT4_BLOCK / 2]`` bytes, two codes per byte, low
-nibble first, code 8 is zero). A table ``[vocab, d_model]`` is already in that layout with the tokens as outputs: the
-output projection reads it as it is, and the embedding lookup gathers token rows of the same bytes
-and unpacks them with standard ops, so a tied table is stored once, at half a byte per value.
+int4 (``Int4Weights``): symmetric, one scale per block of ``INT4_BLOCK`` (64) inputs or another power
+of two (``export --int4-block-size``), in ONNX Runtime's ``MatMulNBits`` layout (``[out, blocks,
+block / 2]`` bytes, two codes per byte, low nibble first, code 8 is zero). A table ``[vocab,
+d_model]`` is already in that layout with the tokens as outputs: the output projection reads it as
+it is, and the embedding lookup gathers token rows of the same bytes and unpacks them with standard
+ops, so a tied table is stored once, at half a byte per value.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from graphgen._errors import GraphgenError
 from graphgen.checkpoint.safetensors import release_pages
 from graphgen.custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBuilder, i64
 from graphgen.model.spec import ModelSpec
@@ -189,7 +191,7 @@ INT4_ROWS_PER_CHUNK = 4096
 
 @dataclass(frozen=True)
 class Int4Matrix:
-    """A matrix ``[out, in]`` in ``MatMulNBits``' layout: codes ``[out, blocks, INT4_BLOCK / 2]``
+    """A matrix ``[out, in]`` in ``MatMulNBits``' layout: codes ``[out, blocks, block / 2]``
     uint8, scales ``[out * blocks]`` float32, and ``inputs`` (K before padding to whole blocks)."""
 
     codes: np.ndarray
@@ -205,22 +207,29 @@ class Int4Matrix:
         return self.codes.shape[1]
 
 
-def quantize_blocks(rows: np.ndarray) -> Int4Matrix:
-    """``rows`` [out, in] → 4-bit codes with one scale per ``INT4_BLOCK`` inputs of a row.
+def int4_block_size(block: int) -> int:
+    """``block`` checked as a block size ``MatMulNBits`` takes: a power of two from 16 (ONNX Runtime)."""
+    if isinstance(block, bool) or not isinstance(block, int) or block < 16 or block & (block - 1):
+        raise GraphgenError(f"the int4 block size must be a power of two from 16 (16, 32, 64, 128, ...); got {block!r}")
+    return block
+
+
+def quantize_blocks(rows: np.ndarray, block: int = INT4_BLOCK) -> Int4Matrix:
+    """``rows`` [out, in] → 4-bit codes with one scale per ``block`` inputs of a row.
 
     Symmetric: ``w ≈ (code - 8) · scale`` with codes 1..15 (scale = the block's largest magnitude
     / 7); a row whose length is not a whole number of blocks is padded with zeros (code 8).
     """
     out, inputs = rows.shape
-    blocks = -(-inputs // INT4_BLOCK)
-    codes = np.empty((out, blocks, INT4_BLOCK // 2), dtype=np.uint8)
+    blocks = -(-inputs // block)
+    codes = np.empty((out, blocks, block // 2), dtype=np.uint8)
     scales = np.empty((out, blocks), dtype=np.float32)
     for start in range(0, out, INT4_ROWS_PER_CHUNK):
-        chunk = np.zeros((min(INT4_ROWS_PER_CHUNK, out - start), blocks * INT4_BLOCK), dtype=np.float32)
+        chunk = np.zeros((min(INT4_ROWS_PER_CHUNK, out - start), blocks * block), dtype=np.float32)
         source = rows[start : start + INT4_ROWS_PER_CHUNK]
         chunk[:, :inputs] = source
         release_pages(source)  # a table's pages go as it is read (NLLB's is 1 GB)
-        chunk = chunk.reshape(len(chunk), blocks, INT4_BLOCK)
+        chunk = chunk.reshape(len(chunk), blocks, block)
         peak = np.abs(chunk).max(axis=2)
         scale = np.where(peak > 0, peak / 7.0, 1.0).astype(np.float32)
         code = (np.clip(np.rint(chunk / scale[:, :, None]), -7, 7) + 8).astype(np.uint8)
@@ -237,16 +246,17 @@ class Int4Weights:
     # The bias is an Add after the matmul (MatMulNBits' bias input is newer than ONNX Runtime 1.17),
     # which newer releases fold into the kernel (1.32 does, rounding differently from MatMul + Add).
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, block: int = INT4_BLOCK) -> None:
         self.spec = spec
+        self.block = int4_block_size(block)  # inputs per scale
         self._matrices = DeferredMatrices(self._quantized)
 
     def _quantized(self, key: str) -> Int4Matrix:
         """A linear weight ``[in, out]`` (stored ``[out, in]``), a fused one (``a+b+c``) or, for ``key``
         ``table:NAME``, a ``[vocab, d_model]`` table (the tokens are the output projection's outputs)."""
         if key.startswith("table:"):
-            return quantize_blocks(self.spec.weights[key.removeprefix("table:")])
-        parts = [quantize_blocks(self.spec.weights[name].T) for name in key.split("+")]
+            return quantize_blocks(self.spec.weights[key.removeprefix("table:")], self.block)
+        parts = [quantize_blocks(self.spec.weights[name].T, self.block) for name in key.split("+")]
         if len(parts) == 1:
             return parts[0]
         return Int4Matrix(
@@ -281,16 +291,16 @@ class Int4Weights:
         code rows, split each byte into its two codes, scale each block."""
         key = f"table:{name}"
         inputs, _ = self._shape(key)
-        blocks = -(-inputs // INT4_BLOCK)
-        rows = b.op("Gather", [b.derived(f"{name}.int4", self._codes(key)), ids])  # [B, S, blocks, INT4_BLOCK / 2]
+        blocks = -(-inputs // self.block)
+        rows = b.op("Gather", [b.derived(f"{name}.int4", self._codes(key)), ids])  # [B, S, blocks, block / 2]
         byte = b.op("Cast", [rows], to=INT32)
         high = b.op("Div", [byte, b.const(np.int32(16))])
         low = b.op("Sub", [byte, b.mul(high, b.const(np.int32(16)))])
         pairs = b.op(
             "Concat", [b.op("Unsqueeze", [low, b.const(i64(-1))]), b.op("Unsqueeze", [high, b.const(i64(-1))])], axis=-1
         )
-        blocks_shape = b.op("Concat", [b.op("Shape", [ids]), b.const(i64(blocks, INT4_BLOCK))], axis=0)
-        codes = b.op("Reshape", [pairs, blocks_shape])  # [B, S, blocks, INT4_BLOCK]
+        blocks_shape = b.op("Concat", [b.op("Shape", [ids]), b.const(i64(blocks, self.block))], axis=0)
+        codes = b.op("Reshape", [pairs, blocks_shape])  # [B, S, blocks, block]
         values = b.op("Sub", [b.op("Cast", [codes], to=FLOAT), b.const(np.float32(8.0))])
         first_scale = b.mul(b.op("Cast", [ids], to=INT64), b.const(np.int64(blocks)))
         scale_index = b.add(
@@ -298,9 +308,9 @@ class Int4Weights:
         )
         scale = b.op("Gather", [b.derived(f"{name}.int4_scale", self._scales(key)), scale_index])  # [B, S, blocks]
         scaled = b.mul(values, b.op("Unsqueeze", [scale, b.const(i64(-1))]))
-        width = b.op("Concat", [b.op("Shape", [ids]), b.const(i64(blocks * INT4_BLOCK))], axis=0)
+        width = b.op("Concat", [b.op("Shape", [ids]), b.const(i64(blocks * self.block))], axis=0)
         flat = b.op("Reshape", [scaled, width])
-        if blocks * INT4_BLOCK == inputs:
+        if blocks * self.block == inputs:
             return flat
         return b.op("Slice", [flat, b.const(i64(0)), b.const(i64(inputs)), b.const(i64(-1))])
 
@@ -315,7 +325,7 @@ class Int4Weights:
             K=inputs,
             N=outputs,
             bits=4,
-            block_size=INT4_BLOCK,
+            block_size=self.block,
             accuracy_level=INT4_ACCURACY_LEVEL,
         )
         return b.add(y, bias) if bias else y
@@ -351,13 +361,16 @@ WeightFormat = FloatWeights | Int8Weights | Int4Weights
 FORMATS = ("int8", "int4")
 
 
-def quantized_weights(spec: ModelSpec, precision: str, *, mapped: bool = False) -> QuantizedWeights | None:
+def quantized_weights(
+    spec: ModelSpec, precision: str, *, mapped: bool = False, int4_block: int = INT4_BLOCK
+) -> QuantizedWeights | None:
     """The strategy for ``precision`` (``"int8"``, ``"int4"``), or None for float weights (``""``).
-    ``mapped``: the file's weights are external data, which ONNX Runtime memory-maps."""
+    ``mapped``: the file's weights are external data, which ONNX Runtime memory-maps; ``int4_block``:
+    inputs per int4 scale."""
     if precision == "int8":
         return Int8Weights(spec, row_lookups=mapped)
     if precision == "int4":
-        return Int4Weights(spec)
+        return Int4Weights(spec, int4_block)
     if precision:
         raise ValueError(f"unknown weight precision {precision!r}; choose one of {', '.join(FORMATS)}")
     return None

@@ -32,8 +32,8 @@ class Search:
     float16_layers: bool  # builds float16 layers itself; otherwise export converts the finished file
 
     @property
-    def build_core(self) -> Callable[[ModelSpec, str, str, bool, bool], SearchCore]:
-        builder: Callable[[ModelSpec, str, str, bool, bool], SearchCore] = importlib.import_module(
+    def build_core(self) -> Callable[[ModelSpec, str, str, bool, bool, int], SearchCore]:
+        builder: Callable[[ModelSpec, str, str, bool, bool, int], SearchCore] = importlib.import_module(
             self.module
         ).build_core
         return builder

@@ -52,7 +52,7 @@ from graphgen.custom_ops.builder import BOOL, FLOAT, FLOAT16, INT32, INT64, Grap
 from graphgen.model.placement import Weight, WeightValues
 from graphgen.model.spec import ModelSpec
 from graphgen.model.transformer import NEG_INF, Transformer
-from graphgen.model.weights import QuantizedWeights, quantized_weights
+from graphgen.model.weights import INT4_BLOCK, QuantizedWeights, quantized_weights
 from graphgen.passes.fp16 import float16_spec
 from graphgen.search.io import (
     CHECKED_INPUT_IDS,
@@ -698,12 +698,17 @@ def forced_bos_default(spec: ModelSpec) -> np.ndarray:
 
 
 def build_core(
-    spec: ModelSpec, quantization: str, too_long_remedy: str, float16: bool = False, mapped: bool = False
+    spec: ModelSpec,
+    quantization: str,
+    too_long_remedy: str,
+    float16: bool = False,
+    mapped: bool = False,
+    int4_block: int = INT4_BLOCK,
 ) -> SearchCore:
     """The search in standard ops: every weight in the outer graph, which the loop body reads
     directly (one level down, where ORT still prepacks). ``float16``: the layers in float16
     (``passes.fp16.float16_spec``), the search in float32."""
-    weights = quantized_weights(spec, quantization, mapped=mapped)
+    weights = quantized_weights(spec, quantization, mapped=mapped, int4_block=int4_block)
     layers = float16_spec(spec) if float16 else spec
     search = loop_search(
         layers, weights, CHECKED_INPUT_IDS, ATTENTION_MASK, RAW_SEQUENCES, SEQUENCE_SCORES, float16=float16

@@ -21,7 +21,7 @@ from graphgen.custom_ops.builder import FLOAT, INT32, INT64, MS_DOMAIN, GraphBui
 from graphgen.model.placement import place_weights
 from graphgen.model.spec import ModelSpec
 from graphgen.model.transformer import Transformer, final_logits_bias
-from graphgen.model.weights import QuantizedWeights, quantized_weights
+from graphgen.model.weights import INT4_BLOCK, QuantizedWeights, quantized_weights
 from graphgen.search.io import (
     CHECKED_INPUT_IDS,
     RAW_SEQUENCES,
@@ -329,11 +329,16 @@ SEARCH_CONSTANTS = [
 
 
 def build_core(
-    spec: ModelSpec, quantization: str, too_long_remedy: str, float16: bool = False, mapped: bool = False
+    spec: ModelSpec,
+    quantization: str,
+    too_long_remedy: str,
+    float16: bool = False,
+    mapped: bool = False,
+    int4_block: int = INT4_BLOCK,
 ) -> SearchCore:
     """The BeamSearch op over the encoder and decoder subgraphs (``float16`` is not built here: export
     converts the finished file with ``passes.fp16.to_float16``)."""
-    weights = quantized_weights(spec, quantization, mapped=mapped)
+    weights = quantized_weights(spec, quantization, mapped=mapped, int4_block=int4_block)
     encoder = build_encoder_graph(spec, weights)
     decoder = build_decoder_graph(spec, weights)
     # With early stopping one batched BeamSearch node is exact: single-use weights become subgraph
