@@ -20,8 +20,7 @@ from graphgen.contract import ID_LEVEL, PORTABLE, TEXT_LEVEL, TOKENIZERS
 from graphgen.deploy import ORT_PLATFORMS
 from graphgen.deploy.mobile import write_ort
 from graphgen.deploy.save import check_output_path, past_protobuf_limit, save_model, streamed_weights
-from graphgen.model.weights import INT4_BLOCK
-from graphgen.model.weights import int4_block_size as int4_block_size_checked
+from graphgen.model.weights import INT4_BLOCK, checked_int4_block
 from graphgen.passes import export_passes
 from graphgen.passes.fp16 import Float16Error
 from graphgen.search import choose_search
@@ -101,7 +100,7 @@ def export(
         raise GraphgenError("--int8 and --int4 cannot be combined")
     if int4_block_size is not None and not int4:
         raise GraphgenError("--int4-block-size applies to --int4 files only")
-    int4_block = INT4_BLOCK if int4_block_size is None else int4_block_size_checked(int4_block_size)
+    int4_block = INT4_BLOCK if int4_block_size is None else checked_int4_block(int4_block_size)
     if ort is not None and ort not in ORT_PLATFORMS:
         raise GraphgenError(f"unknown .ort platform {ort!r}; choose one of {', '.join(ORT_PLATFORMS)}")
     kind = tokenizer_kind(tokenizer)

@@ -207,7 +207,7 @@ class Int4Matrix:
         return self.codes.shape[1]
 
 
-def int4_block_size(block: int) -> int:
+def checked_int4_block(block: int) -> int:
     """``block`` checked as a block size ``MatMulNBits`` takes: a power of two from 16 (ONNX Runtime)."""
     if isinstance(block, bool) or not isinstance(block, int) or block < 16 or block & (block - 1):
         raise GraphgenError(f"the int4 block size must be a power of two from 16 (16, 32, 64, 128, ...); got {block!r}")
@@ -248,7 +248,7 @@ class Int4Weights:
 
     def __init__(self, spec: ModelSpec, block: int = INT4_BLOCK) -> None:
         self.spec = spec
-        self.block = int4_block_size(block)  # inputs per scale
+        self.block = checked_int4_block(block)  # inputs per scale
         self._matrices = DeferredMatrices(self._quantized)
 
     def _quantized(self, key: str) -> Int4Matrix:
