@@ -35,11 +35,18 @@ func Init(library string) error {
 	return initErr
 }
 
-// Translator is a loaded file. Languages reports whether it was opened with language inputs.
+// Translator is a loaded file. Languages reports whether it was opened with language inputs,
+// Settings the generation settings it feeds on every call (OpenSettings).
 type Translator struct {
 	session   *ort.DynamicAdvancedSession
 	Languages bool
+	Settings  []string
 }
+
+// The generation settings a file takes as inputs, by type (a file's optional inputs, or those a
+// `graphgen bake --keep` copy kept).
+var intSettings = map[string]bool{"num_beams": true, "num_return_sequences": true, "max_length": true, "min_length": true}
+var floatSettings = map[string]bool{"length_penalty": true, "repetition_penalty": true}
 
 // ErrWrongKind: the file is not a text-level file with the portable tokenizer.
 var ErrWrongKind = errors.New("not a text-level file with the portable tokenizer: export it with " +
@@ -49,6 +56,19 @@ var ErrWrongKind = errors.New("not a text-level file with the portable tokenizer
 // Open loads model. With languages, source_language and target_language are inputs of every run
 // (NLLB, M2M100 and mBART-50 files: the C API feeds a file's optional inputs, no baked copy needed).
 func Open(model string, languages bool) (*Translator, error) {
+	return OpenSettings(model, languages)
+}
+
+// OpenSettings is Open with generation settings chosen per call: each of settings (num_beams,
+// max_length, min_length, num_return_sequences, length_penalty, repetition_penalty) becomes an
+// input that TranslateSettings feeds on every call. The C API feeds a file's optional inputs, so
+// the exported file works as it is (and so does a `graphgen bake --keep` copy).
+func OpenSettings(model string, languages bool, settings ...string) (*Translator, error) {
+	for _, name := range settings {
+		if !intSettings[name] && !floatSettings[name] {
+			return nil, fmt.Errorf("unknown setting %s (settings are named as the file's inputs: num_beams, max_length, ...)", name)
+		}
+	}
 	if _, err := os.Stat(model); err != nil {
 		return nil, fmt.Errorf("model file not found: %s", model)
 	}
@@ -70,6 +90,7 @@ func Open(model string, languages bool) (*Translator, error) {
 	if languages {
 		wanted = append(wanted, "source_language", "target_language")
 	}
+	wanted = append(wanted, settings...)
 	// As graphgen.Translator: ONNX Runtime's replay of a run's allocations would hold a batch's
 	// search memory twice (README, Memory).
 	options, err := ort.NewSessionOptions()
@@ -85,7 +106,7 @@ func Open(model string, languages bool) (*Translator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Translator{session: session, Languages: languages}, nil
+	return &Translator{session: session, Languages: languages, Settings: settings}, nil
 }
 
 // Close frees the session.
@@ -96,7 +117,7 @@ func (t *Translator) Translate(texts []string) ([]string, error) {
 	if t.Languages {
 		return nil, errors.New("this translator was opened with language inputs: use TranslateLanguages")
 	}
-	return t.run(texts, nil, nil)
+	return t.TranslateSettings(texts, nil, nil, nil)
 }
 
 // TranslateLanguages is Translate with the languages chosen for this call: one code for every text,
@@ -105,12 +126,29 @@ func (t *Translator) TranslateLanguages(texts, sources, targets []string) ([]str
 	if !t.Languages {
 		return nil, errors.New("open the file with languages=true to choose languages per call")
 	}
-	for _, codes := range [][]string{sources, targets} {
-		if len(codes) != 1 && len(codes) != len(texts) {
-			return nil, fmt.Errorf("give one language code, or one per text (%d); got %d", len(texts), len(codes))
+	return t.TranslateSettings(texts, sources, targets, nil)
+}
+
+// TranslateSettings is TranslateLanguages (sources and targets nil for a translator opened without
+// languages) with the generation settings of this call: a value for each setting named at
+// OpenSettings (whole numbers for num_beams, max_length, min_length, num_return_sequences).
+func (t *Translator) TranslateSettings(texts, sources, targets []string, settings map[string]float64) ([]string, error) {
+	if t.Languages {
+		for _, codes := range [][]string{sources, targets} {
+			if len(codes) != 1 && len(codes) != len(texts) {
+				return nil, fmt.Errorf("give one language code, or one per text (%d); got %d", len(texts), len(codes))
+			}
 		}
 	}
-	return t.run(texts, sources, targets)
+	for _, name := range t.Settings {
+		if _, ok := settings[name]; !ok {
+			return nil, fmt.Errorf("this translator feeds %s on every call (OpenSettings): give it", name)
+		}
+	}
+	if len(settings) > len(t.Settings) {
+		return nil, fmt.Errorf("settings %v: only those named at OpenSettings (%v) are fed", settings, t.Settings)
+	}
+	return t.run(texts, sources, targets, settings)
 }
 
 func stringTensor(values []string) (*ort.StringTensor, error) {
@@ -125,7 +163,7 @@ func stringTensor(values []string) (*ort.StringTensor, error) {
 	return tensor, nil
 }
 
-func (t *Translator) run(texts, sources, targets []string) ([]string, error) {
+func (t *Translator) run(texts, sources, targets []string, settings map[string]float64) ([]string, error) {
 	if len(texts) == 0 {
 		return []string{}, nil
 	}
@@ -155,6 +193,20 @@ func (t *Translator) run(texts, sources, targets []string) ([]string, error) {
 			defer tensor.Destroy()
 			inputs = append(inputs, tensor)
 		}
+	}
+	for _, name := range t.Settings {
+		var tensor ort.Value
+		var err error
+		if intSettings[name] {
+			tensor, err = ort.NewTensor(ort.NewShape(1), []int32{int32(settings[name])})
+		} else {
+			tensor, err = ort.NewTensor(ort.NewShape(1), []float32{float32(settings[name])})
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer tensor.Destroy()
+		inputs = append(inputs, tensor)
 	}
 	outputs := []ort.Value{nil, nil} // allocated by ONNX Runtime: their shapes depend on the run
 	if err := t.session.Run(inputs, outputs); err != nil {

@@ -144,3 +144,31 @@ func TestLongSourceEmptyBatchAndWrongFiles(t *testing.T) {
 		t.Fatalf("the extensions file: %v", err)
 	}
 }
+
+// Settings chosen per call: the exported file's optional inputs (the C API feeds them) and a
+// `graphgen bake --keep num_beams,max_length` copy's required ones give Python's strings.
+func TestSettingsPerCall(t *testing.T) {
+	if err := Init(os.Getenv("ORT_LIBRARY")); err != nil {
+		t.Fatal(err)
+	}
+	sources, want := lines(t, "sources.txt")[:16], lines(t, "expected-settings.txt")
+	settings := map[string]float64{"num_beams": 2, "max_length": 8}
+	for _, name := range []string{"demo-en-zh.onnx", "demo-en-zh-settings.onnx"} {
+		translator, err := OpenSettings(fixture(t, name), false, "num_beams", "max_length")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer translator.Close()
+		got, err := translator.TranslateSettings(sources, nil, nil, settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, got, want, name)
+		if _, err := translator.Translate(sources[:1]); err == nil || !strings.Contains(err.Error(), "feeds num_beams on every call") {
+			t.Fatalf("%s without its settings: %v", name, err)
+		}
+	}
+	if _, err := OpenSettings(fixture(t, "demo-en-zh.onnx"), false, "beams"); err == nil || !strings.Contains(err.Error(), "unknown setting beams") {
+		t.Fatalf("an unknown setting: %v", err)
+	}
+}
