@@ -76,6 +76,19 @@ fn runtime(library: &Path) -> Result<&'static Environment, Error> {
         .map_err(|message| Error::Runtime(message.clone()))
 }
 
+/// Generation settings for one call (`None`: the file's default, from the checkpoint's
+/// generation config). The C API that `ort` wraps feeds a file's optional inputs, so the exported
+/// file takes them as it is; a `graphgen bake --keep` copy needs each kept one on every call.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    pub num_beams: Option<i32>,
+    pub num_return_sequences: Option<i32>,
+    pub max_length: Option<i32>,
+    pub min_length: Option<i32>,
+    pub length_penalty: Option<f32>,
+    pub repetition_penalty: Option<f32>,
+}
+
 /// A loaded text-level file.
 pub struct Translator {
     session: Session,
@@ -113,7 +126,18 @@ impl Translator {
 
     /// One translation per input, in order (the best hypothesis); no input gives no output.
     pub fn translate(&mut self, texts: &[&str]) -> Result<Vec<String>, Error> {
-        self.run(texts, None)
+        self.run(texts, None, &Settings::default())
+    }
+
+    /// As `translate` (or `translate_languages`, with `languages`), with generation settings chosen
+    /// for this call.
+    pub fn translate_with(
+        &mut self,
+        texts: &[&str],
+        languages: Option<(&[&str], &[&str])>,
+        settings: &Settings,
+    ) -> Result<Vec<String>, Error> {
+        self.run(texts, languages, settings)
     }
 
     /// As `translate`, with the languages of an NLLB, M2M100 or mBART-50 file chosen for this call:
@@ -127,13 +151,18 @@ impl Translator {
         source_languages: &[&str],
         target_languages: &[&str],
     ) -> Result<Vec<String>, Error> {
-        self.run(texts, Some((source_languages, target_languages)))
+        self.run(
+            texts,
+            Some((source_languages, target_languages)),
+            &Settings::default(),
+        )
     }
 
     fn run(
         &mut self,
         texts: &[&str],
         languages: Option<(&[&str], &[&str])>,
+        settings: &Settings,
     ) -> Result<Vec<String>, Error> {
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -142,6 +171,32 @@ impl Translator {
         if let Some((source, target)) = languages {
             inputs.push(("source_language".into(), strings(source)?.into()));
             inputs.push(("target_language".into(), strings(target)?.into()));
+        }
+        let whole = [
+            ("num_beams", settings.num_beams),
+            ("num_return_sequences", settings.num_return_sequences),
+            ("max_length", settings.max_length),
+            ("min_length", settings.min_length),
+        ];
+        for (name, value) in whole {
+            if let Some(value) = value {
+                inputs.push((
+                    name.into(),
+                    Tensor::from_array(([1usize], vec![value]))?.into(),
+                ));
+            }
+        }
+        let fractional = [
+            ("length_penalty", settings.length_penalty),
+            ("repetition_penalty", settings.repetition_penalty),
+        ];
+        for (name, value) in fractional {
+            if let Some(value) = value {
+                inputs.push((
+                    name.into(),
+                    Tensor::from_array(([1usize], vec![value]))?.into(),
+                ));
+            }
         }
         let outputs = self.session.run(inputs)?;
         let (shape, strings) = outputs["translation"].try_extract_strings()?;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use graphgen_translate::{Error, Translator};
+use graphgen_translate::{Error, Settings, Translator};
 
 fn path(variable: &str) -> PathBuf {
     PathBuf::from(std::env::var(variable).unwrap_or_else(|_| panic!("set {variable}")))
@@ -73,8 +73,7 @@ fn a_long_source_is_an_error_naming_the_limit() {
     let long = lines("long.txt");
     let message = translator()
         .translate(&[long[0].as_str()])
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(
         message.contains("longer than the model's limit of 512 tokens"),
@@ -124,6 +123,37 @@ fn nllb_languages_chosen_per_call_and_per_text() {
     let want: Vec<&str> = mixed.iter().map(|row| row[3].as_str()).collect();
     assert_eq!(got, want);
     let unknown = translator.translate_languages(&["Hello."], &["eng_Latn"], &["xx_Nope"]);
-    let message = unknown.err().expect("refused").to_string();
+    let message = unknown.expect_err("refused").to_string();
     assert!(message.contains("unknown target_language"), "{message}");
+}
+
+#[test]
+fn settings_chosen_per_call() {
+    // The exported file (its settings optional inputs, which Rust feeds) and a
+    // `graphgen bake --keep num_beams,max_length` copy (required ones): Python's strings.
+    let sources = lines("sources.txt");
+    let texts: Vec<&str> = sources[..16].iter().map(String::as_str).collect();
+    let want = lines("expected-settings.txt");
+    let settings = Settings {
+        num_beams: Some(2),
+        max_length: Some(8),
+        ..Settings::default()
+    };
+    for name in ["demo-en-zh.onnx", "demo-en-zh-settings.onnx"] {
+        let mut translator =
+            Translator::new(&fixture(name), &path("ORT_LIBRARY")).expect("model loads");
+        let got = translator.translate_with(&texts, None, &settings).unwrap();
+        assert_eq!(got, want, "{name}");
+    }
+    // The kept copy's inputs are required: leaving one out is ONNX Runtime's error naming it.
+    let mut kept = Translator::new(&fixture("demo-en-zh-settings.onnx"), &path("ORT_LIBRARY"))
+        .expect("model loads");
+    let missing = kept
+        .translate(&texts[..1])
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        missing.contains("num_beams") || missing.contains("max_length"),
+        "{missing}"
+    );
 }
