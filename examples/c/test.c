@@ -274,6 +274,35 @@ static void long_source_empty_batch_and_wrong_files(void) {
     pass("long source, empty batch and wrong files");
 }
 
+/* Settings chosen per call: the exported file's optional inputs (fed as they are) and a
+ * `graphgen bake --keep num_beams,max_length` copy's required ones give Python's strings. */
+static void settings_per_call(void) {
+    static const char *const names[] = {"demo-en-zh.onnx", "demo-en-zh-settings.onnx"};
+    lines sources = read_lines("sources.txt"), want = read_lines("expected-settings.txt");
+    gg_settings settings = gg_default_settings();
+    gg_translator *translator;
+    char **out = NULL, *error = NULL;
+    size_t at;
+    settings.num_beams = 2;
+    settings.max_length = 8;
+    for (at = 0; at < 2; ++at) {
+        translator = open_file(names[at], 0);
+        if (gg_translate_settings(translator, (const char *const *)sources.items, 16, NULL, 0, NULL, 0, &settings, &out,
+                                  &error) != GG_OK)
+            die(names[at], error);
+        expect_equal(names[at], out, (const char *const *)want.items, 16, 0);
+        gg_free_translations(out, 16);
+        if (at == 1) /* the kept inputs are required: ONNX Runtime names the one left out */
+            expect_error("a kept setting left out",
+                         gg_translate(translator, (const char *const *)sources.items, 1, NULL, 0, NULL, 0, &out, &error),
+                         GG_RUNTIME, &error, "max_length");
+        gg_close(translator);
+    }
+    free_lines(&sources);
+    free_lines(&want);
+    pass("settings per call");
+}
+
 int main(void) {
     char *path, *error = NULL;
     fixtures = getenv("GRAPHGEN_FIXTURES");
@@ -288,6 +317,7 @@ int main(void) {
     one_translator_from_four_threads();
     nllb_languages_per_call_and_per_text();
     long_source_empty_batch_and_wrong_files();
+    settings_per_call();
     printf("%d passed\n", passed);
     return 0;
 }

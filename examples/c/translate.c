@@ -206,14 +206,38 @@ done:
     return result;
 }
 
+gg_settings gg_default_settings(void) {
+    gg_settings settings;
+    settings.num_beams = settings.num_return_sequences = settings.max_length = settings.min_length = -1;
+    settings.length_penalty = settings.repetition_penalty = -1.0f;
+    return settings;
+}
+
 gg_status gg_translate(gg_translator *translator, const char *const *texts, size_t count,
                        const char *const *sources, size_t source_count, const char *const *targets,
                        size_t target_count, char ***translations, char **error) {
-    static const char *const input_names[] = {"text_utf8", "source_language", "target_language"};
+    return gg_translate_settings(translator, texts, count, sources, source_count, targets, target_count, NULL,
+                                 translations, error);
+}
+
+/* The inputs the run feeds, at most: the texts, two languages, six settings. */
+#define MAX_INPUTS 9
+
+gg_status gg_translate_settings(gg_translator *translator, const char *const *texts, size_t count,
+                                const char *const *sources, size_t source_count, const char *const *targets,
+                                size_t target_count, const gg_settings *settings, char ***translations,
+                                char **error) {
     static const char *const output_names[] = {"translation_utf8", "translation_lengths"};
+    static const char *const int_names[] = {"num_beams", "num_return_sequences", "max_length", "min_length"};
+    static const char *const float_names[] = {"length_penalty", "repetition_penalty"};
+    const char *input_names[MAX_INPUTS] = {"text_utf8", "source_language", "target_language"};
+    int32_t ints[4];
+    float floats[2];
+    int64_t one = 1;
+    size_t fed;
     gg_status result = GG_OK;
     OrtMemoryInfo *memory = NULL;
-    OrtValue *inputs[3] = {NULL, NULL, NULL};
+    OrtValue *inputs[MAX_INPUTS] = {NULL};
     OrtValue *outputs[2] = {NULL, NULL};
     OrtTensorTypeAndShapeInfo *info = NULL;
     uint8_t *bytes = NULL;
@@ -253,13 +277,37 @@ gg_status gg_translate(gg_translator *translator, const char *const *texts, size
     TRY(ort->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &memory));
     TRY(ort->CreateTensorWithDataAsOrtValue(memory, bytes, count * width, shape, 2,
                                             ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8, &inputs[0]));
+    fed = 1;
     if (translator->languages) {
         if ((result = string_tensor(sources, source_count, &inputs[1], error)) != GG_OK) goto done;
         if ((result = string_tensor(targets, target_count, &inputs[2], error)) != GG_OK) goto done;
+        fed = 3;
+    }
+    if (settings != NULL) {
+        ints[0] = settings->num_beams;
+        ints[1] = settings->num_return_sequences;
+        ints[2] = settings->max_length;
+        ints[3] = settings->min_length;
+        floats[0] = settings->length_penalty;
+        floats[1] = settings->repetition_penalty;
+        for (at = 0; at < 4; ++at) {
+            if (ints[at] < 0) continue;
+            input_names[fed] = int_names[at];
+            TRY(ort->CreateTensorWithDataAsOrtValue(memory, &ints[at], sizeof(int32_t), &one, 1,
+                                                    ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, &inputs[fed]));
+            ++fed;
+        }
+        for (at = 0; at < 2; ++at) {
+            if (floats[at] < 0.0f) continue;
+            input_names[fed] = float_names[at];
+            TRY(ort->CreateTensorWithDataAsOrtValue(memory, &floats[at], sizeof(float), &one, 1,
+                                                    ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, &inputs[fed]));
+            ++fed;
+        }
     }
     /* outputs allocated by ONNX Runtime: their shapes depend on the run */
-    TRY(ort->Run(translator->session, NULL, input_names, (const OrtValue *const *)inputs,
-                 translator->languages ? 3 : 1, output_names, 2, outputs));
+    TRY(ort->Run(translator->session, NULL, input_names, (const OrtValue *const *)inputs, fed, output_names, 2,
+                 outputs));
     TRY(ort->GetTensorTypeAndShape(outputs[0], &info));
     TRY(ort->GetDimensionsCount(info, &dims_count));
     if (dims_count != 3) {
@@ -298,7 +346,7 @@ done:
     if (info != NULL) ort->ReleaseTensorTypeAndShapeInfo(info);
     for (at = 0; at < 2; ++at)
         if (outputs[at] != NULL) ort->ReleaseValue(outputs[at]);
-    for (at = 0; at < 3; ++at)
+    for (at = 0; at < MAX_INPUTS; ++at)
         if (inputs[at] != NULL) ort->ReleaseValue(inputs[at]);
     if (memory != NULL) ort->ReleaseMemoryInfo(memory);
     free(bytes);

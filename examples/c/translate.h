@@ -50,6 +50,27 @@ gg_status gg_translate(gg_translator *translator, const char *const *texts, size
                        const char *const *sources, size_t source_count, const char *const *targets,
                        size_t target_count, char ***translations, char **error);
 
+/* Generation settings for one call. An int below 0 and a float below 0 keep the file's default (the
+ * checkpoint's generation config): start from gg_default_settings(). The C API feeds a file's
+ * optional inputs, so the exported file takes them as it is (a `graphgen bake --keep` copy needs
+ * each kept one on every call). */
+typedef struct {
+    int num_beams;            /* beam width; 1 is greedy search */
+    int num_return_sequences; /* hypotheses per text (gg_translate returns the best) */
+    int max_length;           /* longest output in tokens, decoder start included */
+    int min_length;           /* shortest output in tokens, decoder start included */
+    float length_penalty;     /* exponent of the length normalisation of beam scores */
+    float repetition_penalty; /* 1.0 is off */
+} gg_settings;
+
+gg_settings gg_default_settings(void);
+
+/* gg_translate with `settings` (NULL: the file's defaults). */
+gg_status gg_translate_settings(gg_translator *translator, const char *const *texts, size_t count,
+                                const char *const *sources, size_t source_count, const char *const *targets,
+                                size_t target_count, const gg_settings *settings, char ***translations,
+                                char **error);
+
 void gg_free_translations(char **translations, size_t count);
 
 void gg_close(gg_translator *translator);
