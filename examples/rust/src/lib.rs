@@ -6,13 +6,14 @@
 //! `--tokenizer onnx`). Texts go in as UTF-8 bytes (`text_utf8`, u8 `[batch, bytes]`, zero-padded),
 //! which a Rust `&str` already is.
 
-use std::fmt;
+use std::fmt::{self, Debug};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use ort::environment::Environment;
 use ort::session::Session;
-use ort::value::Tensor;
+use ort::session::SessionInputValue;
+use ort::value::{PrimitiveTensorElementType, Tensor};
 
 /// What can go wrong, each with a message that names the file or the step.
 #[derive(Debug)]
@@ -172,30 +173,26 @@ impl Translator {
             inputs.push(("source_language".into(), strings(source)?.into()));
             inputs.push(("target_language".into(), strings(target)?.into()));
         }
-        let whole = [
-            ("num_beams", settings.num_beams),
-            ("num_return_sequences", settings.num_return_sequences),
-            ("max_length", settings.max_length),
-            ("min_length", settings.min_length),
+        let given = [
+            ("num_beams", settings.num_beams.map(scalar).transpose()?),
+            (
+                "num_return_sequences",
+                settings.num_return_sequences.map(scalar).transpose()?,
+            ),
+            ("max_length", settings.max_length.map(scalar).transpose()?),
+            ("min_length", settings.min_length.map(scalar).transpose()?),
+            (
+                "length_penalty",
+                settings.length_penalty.map(scalar).transpose()?,
+            ),
+            (
+                "repetition_penalty",
+                settings.repetition_penalty.map(scalar).transpose()?,
+            ),
         ];
-        for (name, value) in whole {
+        for (name, value) in given {
             if let Some(value) = value {
-                inputs.push((
-                    name.into(),
-                    Tensor::from_array(([1usize], vec![value]))?.into(),
-                ));
-            }
-        }
-        let fractional = [
-            ("length_penalty", settings.length_penalty),
-            ("repetition_penalty", settings.repetition_penalty),
-        ];
-        for (name, value) in fractional {
-            if let Some(value) = value {
-                inputs.push((
-                    name.into(),
-                    Tensor::from_array(([1usize], vec![value]))?.into(),
-                ));
+                inputs.push((name.into(), value));
             }
         }
         let outputs = self.session.run(inputs)?;
@@ -213,6 +210,13 @@ fn utf8(texts: &[&str]) -> Result<Tensor<u8>, Error> {
         data[row * width..row * width + text.len()].copy_from_slice(text.as_bytes());
     }
     Ok(Tensor::from_array(([texts.len(), width], data))?)
+}
+
+/// One setting as a `[1]` tensor (int32 or float32, as the file's input).
+fn scalar<T: PrimitiveTensorElementType + Debug + Clone + 'static>(
+    value: T,
+) -> Result<SessionInputValue<'static>, Error> {
+    Ok(Tensor::from_array(([1usize], vec![value]))?.into())
 }
 
 fn strings(values: &[&str]) -> Result<Tensor<String>, Error> {

@@ -125,7 +125,7 @@ public final class Translator implements AutoCloseable {
       throws OrtException {
     Set<String> inputs = session.getInputNames();
     for (String name : settings.keySet()) {
-      if (!INT_SETTINGS.contains(name) && !FLOAT_SETTINGS.contains(name)) {
+      if (!isSetting(name)) {
         throw new IllegalArgumentException("unknown setting " + name + " (settings are named as the file's inputs)");
       }
       if (!inputs.contains(name)) {
@@ -135,7 +135,7 @@ public final class Translator implements AutoCloseable {
       }
     }
     for (String name : inputs) {
-      if ((INT_SETTINGS.contains(name) || FLOAT_SETTINGS.contains(name)) && !settings.containsKey(name)) {
+      if (isSetting(name) && !settings.containsKey(name)) {
         throw new IllegalArgumentException(
             "this file takes " + name + " on every call (a graphgen bake --keep copy): give it in the settings");
       }
@@ -174,6 +174,10 @@ public final class Translator implements AutoCloseable {
         tensor.close();
       }
     }
+  }
+
+  private static boolean isSetting(String name) {
+    return INT_SETTINGS.contains(name) || FLOAT_SETTINGS.contains(name);
   }
 
   /** The texts as UTF-8 rows of one width, zero-padded: the {@code text_utf8} input. */
