@@ -14,6 +14,8 @@ Python path for them:
   ``MatMulNBits``) and its translations of the first 64 sources in batches of 16;
   ``demo-en-zh-int4-32.onnx`` and ``expected-int4-32.txt``: ``--int4-block-size 32`` and the
   translations of the first 4 sources (for onnxruntime-web's WebGPU provider);
+* ``demo-en-zh-fp16.onnx`` and ``expected-fp16.txt``: the file with ``--fp16`` and its translations
+  of the first 32 sources in batches of 16;
 * ``demo-en-zh-greedy.onnx`` and ``expected-greedy.txt``: a copy baked with ``num_beams=1``
   (``graphgen bake``: how hosts that cannot feed optional inputs choose settings) and the greedy
   translations of the first 40 sources; ``demo-en-zh-greedy-external.onnx`` (+ ``.data``): the same
@@ -32,11 +34,14 @@ Python path for them:
   TSV holds source language, target language, text and ``graphgen.Translator``'s translation;
 * ``{family}.onnx``, ``{family}-sources.txt`` and ``{family}-expected.txt`` for mBART-50, T5 and
   mT5 (``WEB_FAMILIES``; small checkpoints with random weights, their default languages): what the
-  browser test runs on onnxruntime-web's WebGPU provider beside the demo and NLLB files.
+  browser test runs on onnxruntime-web's WebGPU provider beside the demo and NLLB files;
+* ``info.json``: every file's metadata as ``graphgen.contract.read_file_info`` reads it (the
+  JavaScript example's own reader must read the same).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -46,6 +51,7 @@ DEMO = REPO / "models" / "demo-en-zh"
 
 def main(out: Path) -> None:
     import graphgen
+    from graphgen.contract import read_file_info
     from graphgen.passes.bake import write_baked
 
     out.mkdir(parents=True, exist_ok=True)
@@ -87,9 +93,18 @@ def main(out: Path) -> None:
     blocks32 = graphgen.Translator(out / "demo-en-zh-int4-32.onnx").translate(sources[:4])
     (out / "expected-int4-32.txt").write_text("".join(f"{t}\n" for t in blocks32), encoding="utf-8")
 
+    # float16 (the loop search): on the CPU runtimes; refused on a WebGPU adapter without shader-f16
+    graphgen.export(str(DEMO), str(out / "demo-en-zh-fp16.onnx"), fp16=True, progress=lambda _: None)
+    half = graphgen.Translator(out / "demo-en-zh-fp16.onnx")
+    halves = [t for start in range(0, 32, 16) for t in half.translate(sources[start : start + 16])]
+    (out / "expected-fp16.txt").write_text("".join(f"{t}\n" for t in halves), encoding="utf-8")
+
     texts = [source.split(" ", 1)[1] for source in sources]  # without the demo's >>cmn_Hans<< token
     rows = language_fixtures(out, texts[:24])
     family_fixtures(out, texts[:4])
+    # what Python reads from each file's metadata, which the JavaScript reader must read the same
+    info = {model.name: read_file_info(model).metadata for model in sorted(out.glob("*.onnx"))}
+    (out / "info.json").write_text(json.dumps(info, indent=1, sort_keys=True), encoding="utf-8")
     print(f"examples fixtures: {len(sources)} sentences, {rows} NLLB rows, {', '.join(WEB_FAMILIES)} in {out}")
 
 

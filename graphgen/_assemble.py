@@ -80,9 +80,14 @@ IR_VERSION = 9  # opset 20's IR version
 
 
 def metadata(
-    spec: ModelSpec, interface: str, quantization: str = "", search: str = "op", float16: bool = False
+    spec: ModelSpec,
+    interface: str,
+    quantization: str = "",
+    search: str = "op",
+    float16: bool = False,
+    int4_block: int = INT4_BLOCK,
 ) -> dict[str, str]:
-    """``quantization``: ``""`` (float weights), ``"int8"`` or ``"int4"``."""
+    """``quantization``: ``""`` (float weights), ``"int8"`` or ``"int4"`` (``int4_block`` inputs per scale)."""
     from graphgen import __version__
 
     defaults = {name: value.item() for name, value in parameter_defaults(spec).items()}
@@ -91,7 +96,7 @@ def metadata(
         "no_repeat_ngram_size": spec.generation.no_repeat_ngram_size,
         "bad_token_ids": list(spec.generation.bad_token_ids),
     }
-    return {
+    props = {
         Key.VERSION: __version__,
         Key.SOURCE: spec.source,
         Key.ARCHITECTURE: spec.architecture,
@@ -106,6 +111,9 @@ def metadata(
             {"pad": spec.pad_token_id, "eos": spec.eos_token_id, "decoder_start": spec.decoder_start_token_id}
         ),
     }
+    if quantization == "int4":  # hosts whose kernels take only some block sizes read it (WebGPU: 16, 32)
+        props[Key.INT4_BLOCK_SIZE] = str(int4_block)
+    return props
 
 
 def make_model(graph: GraphProto, props: dict[str, str], domains: Sequence[tuple[str, int]] = ()) -> ModelProto:
@@ -158,7 +166,7 @@ def build_id_model(
     remedy = "pass at most that many ids per row"
     core = _search_core(spec, quantization, remedy, search, float16, streamed, int4_block)
     graph = helper.make_graph(core.nodes, "graphgen", core.inputs, core.outputs)
-    model = make_model(graph, metadata(spec, ID_LEVEL, quantization, search, float16))
+    model = make_model(graph, metadata(spec, ID_LEVEL, quantization, search, float16, int4_block))
     add_initializers(model.graph, core.initializers, streamed)
     attach_weights(model, core.subgraph_weights, streamed)
     return model
@@ -338,7 +346,7 @@ def build_text_model(
         *post.constants,
         *tables,
     ]
-    props = metadata(spec, TEXT_LEVEL, quantization, search, float16)
+    props = metadata(spec, TEXT_LEVEL, quantization, search, float16, int4_block)
     props[Key.TOKENIZER] = tokenizer
     props[Key.SESSION_CONFIG] = json.dumps(TEXT_ON_CPU)
     if not strings:

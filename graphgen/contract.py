@@ -176,7 +176,8 @@ class Key:
     TOKENIZER = "graphgen.tokenizer"  # PORTABLE or EXTENSIONS (text files)
     STRINGS = "graphgen.strings"  # "none" in a file without string tensors (export --no-strings)
     SEARCH = "graphgen.search"
-    PRECISION = "graphgen.precision"
+    PRECISION = "graphgen.precision"  # float32, float16, int8 or int4
+    INT4_BLOCK_SIZE = "graphgen.int4_block_size"  # int4 files: inputs per scale (export --int4-block-size)
     GENERATION_DEFAULTS = "graphgen.generation_defaults"
     CUSTOM_OP_DOMAINS = "graphgen.custom_op_domains"
     MAX_POSITIONS = "graphgen.max_positions"
@@ -215,6 +216,16 @@ class FileInfo:
     def needs_extensions(self) -> bool:
         """Whether a session must register the onnxruntime-extensions library to load the file."""
         return EXTENSIONS_DOMAIN in self.custom_op_domains
+
+    @property
+    def precision(self) -> str | None:
+        """``float32``, ``float16``, ``int8`` or ``int4``."""
+        return self.metadata.get(Key.PRECISION)
+
+    @property
+    def int4_block_size(self) -> int | None:
+        """An int4 file's inputs per scale (None for other files, and int4 files from before it was recorded)."""
+        return int(self.metadata[Key.INT4_BLOCK_SIZE]) if Key.INT4_BLOCK_SIZE in self.metadata else None
 
     @property
     def generation_defaults(self) -> dict[str, Any]:

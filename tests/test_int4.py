@@ -13,6 +13,7 @@ from onnx import TensorProto
 
 from graphgen import GraphgenError, Translator, export
 from graphgen._graphs import all_graphs, all_initializers
+from graphgen.contract import read_file_info
 from graphgen.model.weights import INT4_BLOCK, Int4Weights, quantize_blocks
 from graphgen.testing import FAMILIES, builder_model, demo_test_pairs, family_checkpoint, open_session
 
@@ -97,6 +98,9 @@ def test_int4_translations(exported: tuple[Path, Path, Path]) -> None:
 def test_int4_stores_every_matrix_in_four_bits(exported: tuple[Path, Path, Path]) -> None:
     model = onnx.load(str(exported[2]))
     assert {p.key: p.value for p in model.metadata_props}["graphgen.precision"] == "int4"
+    info = read_file_info(exported[2])
+    assert (info.precision, info.int4_block_size) == ("int4", 64)
+    assert read_file_info(exported[1]).int4_block_size is None  # int8
     tensors = {t.name: t for t in all_initializers(model.graph)}
     codes = [t for t in tensors.values() if t.name.endswith(".int4")]
     assert codes and all(t.data_type == TensorProto.UINT8 for t in codes)
@@ -127,6 +131,7 @@ def test_int4_block_size(exported: tuple[Path, Path, Path], demo_dir: Path, tmp_
     } == {32}
     tensors = {t.name: t for t in all_initializers(model.graph)}
     assert all(tensors[n.input[1]].dims[2] == 16 for n in nodes)  # two codes per byte
+    assert read_file_info(path).int4_block_size == 32  # what a host that takes only some sizes reads
     sources = [source for source, _ in PAIRS]
     fp32 = Translator(exported[0]).translate(sources)
     int4 = Translator(path).translate(sources)

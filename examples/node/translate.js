@@ -22,18 +22,162 @@ const SETTINGS = {
   repetitionPenalty: ["repetition_penalty", "float32"],
 };
 
+// Where onnxruntime-web's WebGPU provider computes a file wrongly without an error (1.31.1,
+// measured on SwiftShader: docs/platforms.md): int4 blocks other than these, and float16 on an
+// adapter without `shader-f16` (every translation comes out empty).
+const WEBGPU_INT4_BLOCKS = [16, 32];
+
+/**
+ * The file's graphgen metadata (`ModelProto.metadata_props`, as `graphgen.contract.read_file_info`
+ * reads it in Python), read by walking the protobuf's top-level fields and skipping the graph
+ * unread. `read(offset, length)` resolves to the file's bytes there (fewer at its end). An `.ort`
+ * file has no such metadata: {} for it.
+ */
+export async function readMetadata(read) {
+  const head = await read(0, 8);
+  if (new TextDecoder().decode(head.subarray(4, 8)) === "ORTM") {
+    return {};
+  }
+  const metadata = {};
+  const utf8 = new TextDecoder("utf-8");
+  let offset = 0;
+  for (;;) {
+    const chunk = await read(offset, 20); // a tag and a length: two varints of at most 10 bytes
+    if (chunk.length === 0) {
+      return metadata;
+    }
+    const tag = varint(chunk, 0);
+    const field = Math.floor(tag.value / 8);
+    const wire = tag.value % 8;
+    let next;
+    if (wire === 0) {
+      next = offset + varint(chunk, tag.end).end;
+    } else if (wire === 1 || wire === 5) {
+      next = offset + tag.end + (wire === 1 ? 8 : 4);
+    } else if (wire === 2) {
+      const length = varint(chunk, tag.end);
+      next = offset + length.end + length.value;
+      if (field === 14) { // metadata_props: StringStringEntryProto, key = 1, value = 2
+        const entry = await read(offset + length.end, length.value);
+        const parts = {};
+        for (let at = 0; at < entry.length;) {
+          const key = varint(entry, at);
+          const size = varint(entry, key.end);
+          parts[Math.floor(key.value / 8)] = utf8.decode(entry.subarray(size.end, size.end + size.value));
+          at = size.end + size.value;
+        }
+        metadata[parts[1] ?? ""] = parts[2] ?? "";
+      }
+    } else {
+      throw new Error(`not an ONNX file (wire type ${wire} at byte ${offset})`);
+    }
+    offset = next;
+  }
+}
+
+/** A protobuf varint at `at`: its value (exact below 2^53) and the offset after it. */
+function varint(bytes, at) {
+  let value = 0;
+  let scale = 1;
+  for (let end = at; end < bytes.length; end += 1) {
+    value += (bytes[end] & 0x7f) * scale;
+    scale *= 128;
+    if (bytes[end] < 0x80) {
+      return { value, end: end + 1 };
+    }
+  }
+  throw new Error("not an ONNX file (a truncated varint)");
+}
+
+/** What a translator's `info` says about its file, from the metadata (see docs/io-contract.md). */
+function fileInfo(metadata) {
+  const json = (key, empty) => (metadata[key] === undefined ? empty : JSON.parse(metadata[key]));
+  return {
+    metadata,
+    precision: metadata["graphgen.precision"], // float32, float16, int8 or int4
+    int4BlockSize: metadata["graphgen.int4_block_size"] === undefined ? undefined : Number(metadata["graphgen.int4_block_size"]),
+    languages: json("graphgen.languages", []), // NLLB, M2M100, mBART-50: the codes a file knows
+    sourceLanguage: metadata["graphgen.source_language"],
+    targetLanguage: metadata["graphgen.target_language"],
+    generationDefaults: json("graphgen.generation_defaults", {}),
+    baked: json("graphgen.baked", {}), // what graphgen bake fixed in this copy
+    maxPositions: metadata["graphgen.max_positions"] === undefined ? undefined : Number(metadata["graphgen.max_positions"]),
+  };
+}
+
+const inNode = typeof process !== "undefined" && process.versions?.node !== undefined;
+
+/** The model's bytes when they must be read here (given, or a URL outside Node); undefined for a Node path. */
+async function modelBytes(model) {
+  if (typeof model !== "string") {
+    return model instanceof Uint8Array ? model : new Uint8Array(model);
+  }
+  if (inNode) {
+    return undefined;
+  }
+  const response = await fetch(model);
+  if (!response.ok) {
+    throw new Error(`model file not found or unreadable: ${model} (HTTP ${response.status})`);
+  }
+  return new Uint8Array(await response.arrayBuffer());
+}
+
+/** The metadata of a file in Node, read in small pieces (the graph's bytes are never read). */
+async function pathMetadata(path) {
+  const { open } = await import("node:fs/promises");
+  let file;
+  try {
+    file = await open(path, "r");
+  } catch (error) {
+    throw new Error(`model file not found or unreadable: ${path} (${error.code ?? error})`);
+  }
+  try {
+    return await readMetadata(async (offset, length) => {
+      const buffer = new Uint8Array(length);
+      const { bytesRead } = await file.read(buffer, 0, length, offset);
+      return buffer.subarray(0, bytesRead);
+    });
+  } finally {
+    await file.close();
+  }
+}
+
+/** Why onnxruntime-web's WebGPU provider would translate this file wrongly, before loading it (or undefined). */
+function webgpuInt4Problem(info) {
+  if (info.precision !== "int4" || WEBGPU_INT4_BLOCKS.includes(info.int4BlockSize)) {
+    return undefined;
+  }
+  const blocks = info.int4BlockSize === undefined ? "an unrecorded block size" : `blocks of ${info.int4BlockSize}`;
+  return `this int4 file has ${blocks}, which onnxruntime-web's WebGPU provider computes wrongly (without an error); ` +
+    "export it with `graphgen export MODEL -o model.onnx --int4 --int4-block-size 32`, or use an --int8 file";
+}
+
+const providerNames = (options) => (options.executionProviders ?? []).map((p) => (typeof p === "string" ? p : p.name));
+
 /**
  * Open a text-level graphgen file. `model` is a path (Node), a URL (browser) or the file's bytes.
  * Returns what `translate` takes. A file exported with `--external-data` keeps its weights in a
  * data file beside it: onnxruntime-node finds it there; onnxruntime-web is handed it here (from
- * beside a path or URL), unless `sessionOptions.externalData` says where it is.
+ * beside a path or URL), unless `sessionOptions.externalData` says where it is. The translator's
+ * `info` holds what the file says about itself (its languages, precision, defaults: `fileInfo`).
+ * On WebGPU (`executionProviders: ["webgpu"]`) a file the provider would translate wrongly is
+ * refused: int4 in blocks other than 16 or 32, float16 on an adapter without `shader-f16`.
  */
 export async function openTranslator(ort, model, sessionOptions = {}) {
+  const bytes = await modelBytes(model);
+  const info = fileInfo(bytes === undefined
+    ? await pathMetadata(model)
+    : await readMetadata(async (offset, length) => bytes.subarray(offset, offset + length)));
+  const webgpu = providerNames(sessionOptions).includes("webgpu");
+  const int4Problem = webgpu ? webgpuInt4Problem(info) : undefined;
+  if (int4Problem) {
+    throw new Error(int4Problem);
+  }
   let session;
   try {
     // enableMemPattern: false, as graphgen.Translator: ONNX Runtime's replay of a run's allocations
     // would hold a batch's search memory twice (README, Memory).
-    session = await ort.InferenceSession.create(model, {
+    session = await ort.InferenceSession.create(bytes ?? model, {
       logSeverityLevel: 3,
       enableMemPattern: false,
       ...sessionOptions,
@@ -48,7 +192,8 @@ export async function openTranslator(ort, model, sessionOptions = {}) {
         throw new Error(`this file keeps its weights in ${name}: pass { externalData: [{ path: "${name}", data }] }`);
       }
       const data = model.replace(/[^/\\]*$/, "") + name; // beside the model: a path or a URL
-      return openTranslator(ort, model, { ...sessionOptions, externalData: [{ path: name, data }] });
+      // the bytes already read, where they were (a page's URL), not fetched again
+      return openTranslator(ort, bytes ?? model, { ...sessionOptions, externalData: [{ path: name, data }] });
     }
     if (/SentencepieceTokenizer|ai\.onnx\.contrib/.test(String(error))) {
       throw new Error(
@@ -62,9 +207,17 @@ export async function openTranslator(ort, model, sessionOptions = {}) {
     throw error;
   }
   if (!session.inputNames.includes("text_utf8")) {
+    await session.release();
     throw new Error("not a text-level graphgen file with the portable tokenizer (no text_utf8 input)");
   }
-  return { ort, session };
+  // the adapter onnxruntime-web chose for the session, known once it exists
+  const adapter = webgpu ? ort.env.webgpu?.adapter : undefined;
+  if (info.precision === "float16" && adapter !== undefined && !adapter.features?.has("shader-f16")) {
+    await session.release();
+    throw new Error("this WebGPU adapter has no shader-f16, where onnxruntime-web translates float16 files to " +
+      "empty strings (without an error); use a float32 or --int8 file");
+  }
+  return { ort, session, info };
 }
 
 /** Texts as the `text_utf8` tensor: UTF-8 (lone surrogates become U+FFFD), zero-padded rows. */
@@ -78,10 +231,19 @@ export function utf8Tensor(ort, texts) {
 }
 
 /** A language input: strings, or UTF-8 rows in a file without strings (export --no-strings). */
-function languages(ort, session, input, value, count, option) {
+function languages(ort, { session, info }, input, value, count, option) {
   const codes = typeof value === "string" ? [value] : Array.from(value);
   if (codes.length !== 1 && codes.length !== count) {
     throw new Error(`give one ${option}, or one per text (${count})`);
+  }
+  const known = info?.languages ?? [];
+  for (const code of codes) {
+    // "" is no target language (the file's own first token); the file would refuse others too, less clearly
+    if (known.length > 0 && !known.includes(code) && !(code === "" && input === "target_language")) {
+      const close = known.filter((language) => language.slice(0, 3) === String(code).slice(0, 3)).slice(0, 3);
+      throw new Error(`unknown ${input} ${JSON.stringify(code)} (translator.info.languages lists ` +
+        `${known.length})${close.length > 0 ? `; did you mean ${close.join(", ")}?` : ""}`);
+    }
   }
   if (session.inputNames.includes(`${input}_utf8`)) {
     return [`${input}_utf8`, utf8Tensor(ort, codes)];
@@ -96,7 +258,8 @@ function languages(ort, session, input, value, count, option) {
  * (the checkpoint's defaults otherwise). Returns one string per text, or an array of
  * `numReturnSequences` strings per text when that is above 1.
  */
-export async function translate({ ort, session }, texts, options = {}) {
+export async function translate(translator, texts, options = {}) {
+  const { ort, session } = translator;
   if (!Array.isArray(texts) || texts.some((text) => typeof text !== "string")) {
     throw new TypeError("texts must be an array of strings");
   }
@@ -128,7 +291,7 @@ export async function translate({ ort, session }, texts, options = {}) {
   }
   for (const [option, input] of [["sourceLanguage", "source_language"], ["targetLanguage", "target_language"]]) {
     if (options[option] !== undefined) {
-      const [name, tensor] = languages(ort, session, input, options[option], texts.length, option);
+      const [name, tensor] = languages(ort, translator, input, options[option], texts.length, option);
       feeds[name] = tensor;
     }
   }

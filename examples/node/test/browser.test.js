@@ -39,7 +39,7 @@ after(async () => {
   server?.close();
 });
 
-async function pageResult(query, inBrowser = browser) {
+async function pageOutcome(query, inBrowser) {
   const page = await inBrowser.newPage();
   const errors = [];
   page.on("pageerror", (error) => errors.push(String(error)));
@@ -48,8 +48,20 @@ async function pageResult(query, inBrowser = browser) {
   const result = await page.evaluate(() => window.graphgenResult);
   await page.close();
   assert.deepEqual(errors, []);
+  return result;
+}
+
+async function pageResult(query, inBrowser = browser) {
+  const result = await pageOutcome(query, inBrowser);
   assert.equal(result.error, undefined);
   return result;
+}
+
+/** The error the page shows for `query`. */
+async function pageError(query, inBrowser = browser) {
+  const result = await pageOutcome(query, inBrowser);
+  assert.equal(result.translations, undefined);
+  return result.error;
 }
 
 const lines = async (name) => (await readFile(`${fixtures}${name}`, "utf8")).split("\n").slice(0, -1);
@@ -120,6 +132,18 @@ describe("onnxruntime-web's WebGPU provider in headless Chromium (SwiftShader's 
     );
     assert.equal(result.webgpu, true);
     assert.deepEqual(result.translations, await lines("expected-int4-32.txt"));
+  });
+
+  // what the provider would translate wrongly without an error is refused: int4 in blocks of 64 (the
+  // default) before loading, float16 once the session shows an adapter without shader-f16
+  // (SwiftShader has none; there every translation came out empty)
+  test("the page refuses an int4 file in blocks of 64 and, without shader-f16, a float16 file", async () => {
+    const int4 = await pageError({ model: "demo-en-zh-int4.onnx", sources: "sources.txt", count: "1", ep: "webgpu" },
+      gpuBrowser);
+    assert.match(int4, /blocks of 64.*--int4-block-size 32/);
+    const fp16 = await pageError({ model: "demo-en-zh-fp16.onnx", sources: "sources.txt", count: "1", ep: "webgpu" },
+      gpuBrowser);
+    assert.match(fp16, /no shader-f16.*float32 or --int8 file/);
   });
 
   // mBART-50's normalized embeddings, T5's relative position bias, mT5's gated feed-forward

@@ -7,7 +7,7 @@ import { createRequire } from "node:module";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { openTranslator, translate } from "../translate.js";
+import { openTranslator, readMetadata, translate } from "../translate.js";
 
 const fixtures = fileURLToPath(new URL("../../../build/examples/", import.meta.url));
 const lines = async (name) => (await readFile(`${fixtures}${name}`, "utf8")).split("\n").slice(0, -1);
@@ -16,6 +16,7 @@ const expected = await lines("expected.txt");
 const rows = (await lines("languages.tsv")).map((line) => line.split("\t"));
 const [longSource, longTranslation] = await lines("long.txt");
 const [emptyTranslation] = await lines("empty.txt");
+const pythonInfo = JSON.parse(await readFile(`${fixtures}info.json`, "utf8")); // read_file_info's metadata per file
 
 const require = createRequire(import.meta.url);
 const runtimes = {
@@ -84,6 +85,45 @@ for (const [name, ort] of Object.entries(runtimes)) {
       assert.deepEqual(batched, await lines("expected-int4.txt"));
     });
 
+    test("the --fp16 file gives Python's translations", async () => {
+      const translator = await openTranslator(ort, `${fixtures}demo-en-zh-fp16.onnx`);
+      assert.equal(translator.info.precision, "float16");
+      const batched = [];
+      for (let start = 0; start < 32; start += 16) {
+        batched.push(...(await translate(translator, sources.slice(start, start + 16))));
+      }
+      assert.deepEqual(batched, await lines("expected-fp16.txt"));
+    });
+
+    test("a translator's info is the file's metadata, read as Python reads it, from a path or bytes", async () => {
+      const nllb = await openTranslator(ort, `${fixtures}nllb-languages.onnx`);
+      assert.deepEqual(nllb.info.metadata, pythonInfo["nllb-languages.onnx"]);
+      assert.ok(nllb.info.languages.includes("fra_Latn") && nllb.info.languages.length > 3);
+      assert.equal(nllb.info.sourceLanguage, "eng_Latn");
+      assert.equal(nllb.info.maxPositions, Number(pythonInfo["nllb-languages.onnx"]["graphgen.max_positions"]));
+      const int4 = await openTranslator(ort, await readFile(`${fixtures}demo-en-zh-int4-32.onnx`));
+      assert.deepEqual([int4.info.precision, int4.info.int4BlockSize], ["int4", 32]);
+      const settings = await openTranslator(ort, `${fixtures}demo-en-zh-settings.onnx`);
+      assert.equal(settings.info.generationDefaults.num_beams, 4);
+      assert.deepEqual(settings.info.metadata, pythonInfo["demo-en-zh-settings.onnx"]);
+      // every fixture, the files JavaScript cannot run (extensions) included
+      assert.ok(Object.keys(pythonInfo).length >= 15);
+      for (const [file, metadata] of Object.entries(pythonInfo)) {
+        const bytes = await readFile(`${fixtures}${file}`);
+        const fromBytes = await readMetadata(async (offset, length) => bytes.subarray(offset, offset + length));
+        assert.deepEqual(fromBytes, metadata, file);
+      }
+    });
+
+    test("on WebGPU an int4 file in blocks other than 16 or 32 is refused before it loads", async () => {
+      // onnxruntime-web 1.31.1's WebGPU MatMulNBits computes blocks of 64 wrongly, without an error
+      const webgpu = { executionProviders: ["webgpu"] };
+      await assert.rejects(openTranslator(ort, `${fixtures}demo-en-zh-int4.onnx`, webgpu),
+        /int4 file has blocks of 64.*--int4-block-size 32/);
+      await assert.rejects(openTranslator(ort, `${fixtures}demo-en-zh-int4.onnx`, { executionProviders: [{ name: "webgpu" }] }),
+        /blocks of 64/);
+    });
+
     test("settings come from a baked copy; asking the default file for one is an error", async () => {
       const greedy = await openTranslator(ort, `${fixtures}demo-en-zh-greedy.onnx`);
       assert.deepEqual(await translate(greedy, sources.slice(0, 40)), await lines("expected-greedy.txt"));
@@ -131,6 +171,8 @@ for (const [name, ort] of Object.entries(runtimes)) {
       const nllb = await openTranslator(ort, `${fixtures}nllb-languages.onnx`);
       const klingon = { sourceLanguage: "eng_Latn", targetLanguage: "xx_Klingon" };
       await assert.rejects(translate(nllb, ["hi"], klingon), /unknown target_language/);
+      await assert.rejects(translate(nllb, ["hi"], { sourceLanguage: "eng_Latn", targetLanguage: "fra" }),
+        /unknown target_language "fra" .*did you mean fra_Latn/);
       await assert.rejects(openTranslator(ort, `${fixtures}missing.onnx`), /not found/);
     });
   });
