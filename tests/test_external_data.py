@@ -84,6 +84,8 @@ def test_a_baked_copy_keeps_its_weights_beside_it(external_file: Path, demo_onnx
     again, the table stored once, the same translations. A single file's copy is a single file."""
     baked = tmp_path / "baked.onnx"
     assert write_baked(external_file, baked, {"num_beams": 4}) == [baked, tmp_path / "baked.onnx.data"]
+    # whoever may read the model may read its weights (onnx creates the data file for its owner alone)
+    assert (tmp_path / "baked.onnx.data").stat().st_mode == baked.stat().st_mode
     model = onnx.load(str(baked), load_external_data=False)
     locations = _locations(model)
     twins = [name for name in locations if name.endswith(UNPACKED)]

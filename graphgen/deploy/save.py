@@ -197,6 +197,9 @@ def save_model(
                 )
                 if separate_unpacked_readers(model):  # the tensors now point into the data file
                     staged.write_bytes(model.SerializeToString())
+                # onnx (1.23) creates the data file readable by its owner alone; it gets the model's
+                # permissions (what the umask allows), so that whoever may read one may read both
+                shutil.copymode(staged, staging / data_name)
                 os.replace(staging / data_name, path.parent / data_name)
                 written.append(path.parent / data_name)
             else:
