@@ -230,6 +230,43 @@ export function utf8Tensor(ort, texts) {
   return new ort.Tensor("uint8", data, [rows.length, width]);
 }
 
+/**
+ * The settings a call runs with (the file's defaults, which a baked copy's are, and `options`),
+ * checked by the rules of Python's `graphgen.contract.generation_settings`: the file checks some
+ * itself, less clearly, and others (max_length 1, a fraction that Int32Array would cut) would run.
+ */
+function checkSettings(info, options) {
+  const values = { ...info?.generationDefaults };
+  const names = {};
+  for (const [option, [input]] of Object.entries(SETTINGS)) {
+    names[input] = option;
+    if (options[option] !== undefined) {
+      values[input] = options[option];
+    }
+  }
+  for (const [option, [input, type]] of Object.entries(SETTINGS)) {
+    const value = values[input];
+    if (type === "int32" && options[option] !== undefined && !(Number.isInteger(value) && Math.abs(value) < 2 ** 31)) {
+      throw new TypeError(`${option} must be an integer, got ${JSON.stringify(value)}`);
+    }
+    if (type === "float32" && options[option] !== undefined && !(typeof value === "number" && Number.isFinite(value))) {
+      throw new TypeError(`${option} must be a finite number, got ${JSON.stringify(value)}`);
+    }
+  }
+  const rule = (input, holds, wanted) => {
+    if (values[input] !== undefined && !holds(values[input])) {
+      throw new RangeError(`${names[input]} must be ${wanted}, got ${values[input]}`);
+    }
+  };
+  const beams = values.num_beams ?? 1;
+  rule("num_beams", (v) => v >= 1, "at least 1");
+  rule("num_return_sequences", (v) => v >= 1 && v <= beams, `between 1 and numBeams (${beams})`);
+  rule("max_length", (v) => v >= 2, "at least 2");
+  rule("max_length", (v) => !info?.maxPositions || v <= info.maxPositions, `at most the model's ${info?.maxPositions} positions`);
+  rule("min_length", (v) => v >= 0 && v <= (values.max_length ?? Infinity), "between 0 and maxLength");
+  rule("repetition_penalty", (v) => v > 0, "positive");
+}
+
 /** A language input: strings, or UTF-8 rows in a file without strings (export --no-strings). */
 function languages(ort, { session, info }, input, value, count, option) {
   const codes = typeof value === "string" ? [value] : Array.from(value);
@@ -283,6 +320,7 @@ export async function translate(translator, texts, options = {}) {
       throw new Error(`this file takes ${input} on every call (a graphgen bake --keep copy): pass ${option}`);
     }
   }
+  checkSettings(translator.info, options);
   for (const [option, [input, type]] of Object.entries(SETTINGS)) {
     if (options[option] !== undefined) {
       const Array_ = type === "int32" ? Int32Array : Float32Array;

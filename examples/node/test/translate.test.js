@@ -139,6 +139,17 @@ for (const [name, ort] of Object.entries(runtimes)) {
       // kept inputs are required: no default to fall back on
       await assert.rejects(translate(translator, [sources[0]], { numBeams: 2 }), /takes max_length on every call.*pass maxLength/);
       await assert.rejects(translate(translator, [sources[0]], { numBeams: 2, maxLength: 8, minLength: 3 }), /--keep min_length/);
+      // Python's rules (graphgen.contract.generation_settings), checked before running
+      const bad = [
+        [{ numBeams: 0, maxLength: 8 }, /numBeams must be at least 1, got 0/],
+        [{ numBeams: 2.5, maxLength: 8 }, /numBeams must be an integer, got 2.5/],
+        [{ numBeams: "2", maxLength: 8 }, /numBeams must be an integer/],
+        [{ numBeams: 2, maxLength: 1 }, /maxLength must be at least 2, got 1/],
+        [{ numBeams: 2, maxLength: 100_000 }, /maxLength must be at most the model's 512 positions, got 100000/],
+      ];
+      for (const [options, message] of bad) {
+        await assert.rejects(translate(translator, [sources[0]], options), message);
+      }
     });
 
     test("a baked copy with its weights beside it (--external-data) gives the same translations", async () => {

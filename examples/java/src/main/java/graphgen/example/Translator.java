@@ -133,6 +133,7 @@ public final class Translator implements AutoCloseable {
             "this file has no " + name + " input that Java can set; use a copy made with `graphgen bake --"
                 + name.replace('_', '-') + " VALUE` (fixed) or `graphgen bake --keep " + name + "` (per call)");
       }
+      checkSetting(name, settings.get(name));
     }
     for (String name : inputs) {
       if (isSetting(name) && !settings.containsKey(name)) {
@@ -173,6 +174,40 @@ public final class Translator implements AutoCloseable {
       for (OnnxTensor tensor : feeds.values()) {
         tensor.close();
       }
+    }
+  }
+
+  /**
+   * One value by the rules of Python's {@code graphgen.contract.generation_settings} that need no
+   * other setting (the file checks the rest itself): an int setting given as 2.5 would otherwise be
+   * cut to 2 by {@code intValue()}, and {@code max_length} 1 or past the model's positions would run.
+   */
+  private void checkSetting(String name, Number value) throws OrtException {
+    double number = value.doubleValue();
+    if (INT_SETTINGS.contains(name) && (number != Math.rint(number) || Math.abs(number) >= Integer.MAX_VALUE)) {
+      throw new IllegalArgumentException(name + " must be an integer, got " + value);
+    }
+    if (!Double.isFinite(number)) {
+      throw new IllegalArgumentException(name + " must be finite, got " + value);
+    }
+    String maxPositions = session.getMetadata().getCustomMetadata().get("graphgen.max_positions");
+    boolean wrong =
+        switch (name) {
+          case "num_beams", "num_return_sequences" -> number < 1;
+          case "max_length" -> number < 2 || (maxPositions != null && number > Integer.parseInt(maxPositions));
+          case "min_length" -> number < 0;
+          case "repetition_penalty" -> number <= 0;
+          default -> false;
+        };
+    if (wrong) {
+      String range =
+          switch (name) {
+            case "num_beams", "num_return_sequences" -> "at least 1";
+            case "max_length" -> "between 2 and the model's " + maxPositions + " positions";
+            case "min_length" -> "at least 0";
+            default -> "positive";
+          };
+      throw new IllegalArgumentException(name + " must be " + range + ", got " + value);
     }
   }
 

@@ -119,6 +119,17 @@ class TranslatorTest {
           () -> chosen.translate(sources.subList(0, 1), java.util.Map.of("num_beams", 2, "max_length", 8, "min_length", 3)));
       assertTrue(fixed.getMessage().contains("graphgen bake --keep min_length"), fixed.getMessage());
       assertThrows(IllegalArgumentException.class, () -> chosen.translate(sources.subList(0, 1)));
+      // values by Python's rules, before running: not cut to an integer, not run past the positions
+      for (var bad :
+          List.of(
+              java.util.Map.of("num_beams", 2.5, "max_length", 8),
+              java.util.Map.of("num_beams", 0, "max_length", 8),
+              java.util.Map.of("num_beams", 2, "max_length", 1),
+              java.util.Map.of("num_beams", 2, "max_length", 100_000))) {
+        var error = assertThrows(IllegalArgumentException.class, () -> chosen.translate(sources.subList(0, 1), bad));
+        String name = bad.get("num_beams").doubleValue() == 2 ? "max_length" : "num_beams";
+        assertTrue(error.getMessage().startsWith(name + " must be"), error.getMessage());
+      }
     }
     var unknown = assertThrows(
         IllegalArgumentException.class, () -> translator.translate(sources.subList(0, 1), java.util.Map.of("beams", 2)));
