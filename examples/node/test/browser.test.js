@@ -90,6 +90,23 @@ describe(`headless Chromium (${browserPath})`, () => {
       assert.deepEqual(result.translations, mine.map((row) => row[3]));
     }
   });
+
+  test("the page offers the file's languages (translator.info) and translates into the one picked", async () => {
+    const [source, target, text, translation] = (await lines("languages.tsv")).map((line) => line.split("\t"))
+      .find((row) => row[1] === "fra_Latn");
+    const page = await browser.newPage();
+    await page.goto(`${origin}/index.html?model=nllb-languages.onnx`);
+    await page.waitForSelector("#go:not([disabled])", { timeout: 120_000 });
+    const codes = await page.$$eval("#target option", (options) => options.map((option) => option.value));
+    assert.ok(codes.includes("fra_Latn") && codes.includes("zho_Hans"), codes.join(" "));
+    await page.selectOption("#source", source);
+    await page.selectOption("#target", target);
+    await page.fill("#input", text);
+    await page.click("#go");
+    await page.waitForFunction(() => document.getElementById("output").textContent !== "");
+    assert.equal(await page.textContent("#output"), translation);
+    await page.close();
+  });
 });
 
 describe("onnxruntime-web's WebGPU provider in headless Chromium (SwiftShader's software GPU)", () => {
