@@ -150,6 +150,24 @@ def test_raw_session_names_the_limit(short_model: tuple[Path, Path], tmp_path: P
     assert "graphgen: source longer than the model's limit of 128 tokens; pass at most" in ids_error
 
 
+def test_raw_session_names_the_wrong_setting(demo_onnx: Path) -> None:
+    """What a binding without graphgen's own checks passes is refused by the file, naming the setting."""
+    session = open_session(demo_onnx)
+    text = np.frombuffer(b">>cmn_Hans<< Hello.", np.uint8).reshape(1, -1)
+    cases = [
+        ({"num_beams": 0}, "graphgen: num_beams must be at least 1"),
+        ({"num_beams": 0, "num_return_sequences": 0}, "graphgen: num_beams must be at least 1"),
+        ({"num_beams": 2, "num_return_sequences": 3}, "graphgen: num_return_sequences must be between 1 and num_beams"),
+        ({"num_return_sequences": 0}, "graphgen: num_return_sequences must be between 1 and num_beams"),
+    ]
+    for settings, message in cases:
+        feeds = {name: np.array([value], np.int32) for name, value in settings.items()}
+        with pytest.raises(Exception, match=message):
+            session.run(None, {"text_utf8": text, **feeds})
+    feeds = {"num_beams": np.array([2], np.int32), "num_return_sequences": np.array([2], np.int32)}
+    assert session.run(["translation"], {"text_utf8": text, **feeds})[0].shape == (1, 2)
+
+
 def test_id_level_graph_at_exactly_the_positions(tmp_path: Path) -> None:
     """The check stops what the encoder cannot run, not less: a source of exactly max_positions runs."""
     checkpoint = random_marian(tmp_path / "ckpt")  # 64 positions

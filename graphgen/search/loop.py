@@ -131,18 +131,19 @@ class _Search:
         host_zero = b.op("Cast", [b.op("Sub", [self.batch, self.batch])], to=INT32)
         returned = b.op("Add", [NUM_RETURN_SEQUENCES, host_zero])
         requested = b.op("Add", [NUM_BEAMS, host_zero])
-        # A raw session can pass anything: settings the search cannot honour stop the run by name.
+        # A raw session can pass anything: settings the search cannot honour stop the run by name
+        # (num_beams first: 0 beams would otherwise be reported as a wrong num_return_sequences).
+        too_few = b.op("Less", [requested, b.const(np.array([1], dtype=np.int32))])
+        checked = fail_when(b, too_few, "graphgen: num_beams must be at least 1", requested, host=True)
         bad = b.op(
             "Or",
             [
                 b.op("Less", [returned, b.const(np.array([1], dtype=np.int32))]),
-                b.op("Greater", [returned, requested]),
+                b.op("Greater", [returned, checked]),
             ],
         )
         message = "graphgen: num_return_sequences must be between 1 and num_beams"
-        checked = fail_when(b, bad, message, requested, host=True)
-        too_few = b.op("Less", [checked, b.const(np.array([1], dtype=np.int32))])
-        num_beams = fail_when(b, too_few, "graphgen: num_beams must be at least 1", checked, host=True)
+        num_beams = fail_when(b, bad, message, checked, host=True)
         self.beams = b.op("Cast", [num_beams], to=INT64)  # [1]
         self.candidates = b.op("Mul", [self.beams, b.const(i64(2))])
         self.vocab = b.const(np.int64(spec.target_vocab_size), "vocab")
