@@ -119,7 +119,35 @@ async function modelBytes(model) {
   if (!response.ok) {
     throw new Error(`model file not found or unreadable: ${model} (HTTP ${response.status})`);
   }
-  return new Uint8Array(await response.arrayBuffer());
+  // Streamed into one buffer of the announced size, as onnxruntime-web reads a URL itself:
+  // `arrayBuffer()` would hold the body's chunks and their copy at once (files up to 2 GB).
+  const size = Number(response.headers.get("Content-Length") ?? 0);
+  if (!size || !response.body || response.headers.get("Content-Encoding")) { // compressed: the length is not the file's
+    return new Uint8Array(await response.arrayBuffer());
+  }
+  let buffer;
+  try {
+    buffer = new ArrayBuffer(size);
+  } catch (error) {
+    if (!(error instanceof RangeError)) {
+      throw error;
+    }
+    buffer = new WebAssembly.Memory({ initial: Math.ceil(size / 65536), maximum: Math.ceil(size / 65536) }).buffer;
+  }
+  const bytes = new Uint8Array(buffer, 0, size);
+  const reader = response.body.getReader();
+  let offset = 0;
+  for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+    if (offset + chunk.value.length > size) {
+      throw new Error(`${model}: more bytes than its Content-Length (${size}); a compressed response?`);
+    }
+    bytes.set(chunk.value, offset);
+    offset += chunk.value.length;
+  }
+  if (offset !== size) {
+    throw new Error(`${model}: ${offset} of its ${size} bytes arrived`);
+  }
+  return bytes;
 }
 
 /** The metadata of a file in Node, read in small pieces (the graph's bytes are never read). */

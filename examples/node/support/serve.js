@@ -17,7 +17,10 @@ export async function serveFolders(roots) {
       if (file.startsWith(root) && existsSync(file) && !file.endsWith("/")) {
         try {
           const body = await readFile(file);
-          response.writeHead(200, { "content-type": types[extname(file)] ?? "application/octet-stream" });
+          response.writeHead(200, {
+            "content-type": types[extname(file)] ?? "application/octet-stream",
+            "content-length": body.length, // as static servers send it: translate.js streams into one buffer
+          });
           response.end(body);
           return;
         } catch {
