@@ -20,6 +20,10 @@ export async function serveFolders(roots) {
           response.writeHead(200, {
             "content-type": types[extname(file)] ?? "application/octet-stream",
             "content-length": body.length, // as static servers send it: translate.js streams into one buffer
+            // cross-origin isolation, which a page needs for onnxruntime-web's worker threads
+            // (SharedArrayBuffer): ort.env.wasm.numThreads above 1
+            "cross-origin-opener-policy": "same-origin",
+            "cross-origin-embedder-policy": "require-corp",
           });
           response.end(body);
           return;

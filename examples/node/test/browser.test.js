@@ -73,6 +73,17 @@ describe(`headless Chromium (${browserPath})`, () => {
     console.log(`300 sentences in the browser: ${Math.round(result.milliseconds)} ms`);
   });
 
+  // a page the server isolates (Cross-Origin-Opener-Policy, -Embedder-Policy) may use worker threads
+  test("the page translates with two worker threads as with one, as Python does", async () => {
+    const query = { model: "demo-en-zh.onnx", sources: "sources.txt", count: "64", batch: "16" };
+    const one = await pageResult(query);
+    const two = await pageResult({ ...query, threads: "2" });
+    assert.equal(two.isolated, true);
+    assert.deepEqual(two.translations, (await lines("expected.txt")).slice(0, 64));
+    assert.deepEqual(one.translations, two.translations);
+    console.log(`64 sentences, 1 thread ${Math.round(one.milliseconds)} ms, 2 threads ${Math.round(two.milliseconds)} ms`);
+  });
+
   test("a copy with its weights beside it (--external-data) loads them from beside its URL", async () => {
     const result = await pageResult({ model: "demo-en-zh-greedy-external.onnx", sources: "sources.txt", count: "40" });
     assert.deepEqual(result.translations, await lines("expected-greedy.txt"));
