@@ -273,6 +273,53 @@ def _metadata(buffer: bytes | mmap.mmap) -> dict[str, str]:
     return metadata
 
 
+@dataclass(frozen=True)
+class FileInputs:
+    """A file's graph inputs as a host sees them, and where its weights are."""
+
+    required: tuple[str, ...]
+    # with a default (an initializer of the same name): Python and the C API feed them; Java and
+    # JavaScript cannot (graphgen bake fixes them, or keeps them as required inputs)
+    optional: tuple[str, ...]
+    external_data: tuple[str, ...]  # the data files its weights are in (--external-data), beside it
+
+
+def _inputs(buffer: bytes | mmap.mmap) -> FileInputs:
+    """The main graph's inputs and initializers (names only; the weights' bytes are skipped unread)."""
+    if buffer[4:8] == ORT_FORMAT_IDENTIFIER:
+        raise ValueError("an ORT-format (.ort) file, not an ONNX protobuf")
+    inputs: list[str] = []
+    initializers: set[str] = set()
+    locations: dict[str, None] = {}
+    for graph in (entry for entry in fields(buffer, 0, len(buffer)) if entry.number == 7):  # ModelProto.graph
+        for entry in fields(buffer, graph.value, graph.end):
+            if entry.number == 11:  # GraphProto.input: ValueInfoProto, name = 1
+                names = [part for part in fields(buffer, entry.value, entry.end) if part.number == 1]
+                inputs += [bytes(buffer[part.value : part.end]).decode("utf-8") for part in names]
+            elif entry.number == 5:  # GraphProto.initializer: TensorProto, name = 8, external_data = 13
+                for part in fields(buffer, entry.value, entry.end):
+                    if part.number == 8:
+                        initializers.add(bytes(buffer[part.value : part.end]).decode("utf-8"))
+                    elif part.number == 13:  # StringStringEntryProto: key = 1, value = 2
+                        pair = {f.number: bytes(buffer[f.value : f.end]) for f in fields(buffer, part.value, part.end)}
+                        if pair.get(1) == b"location":
+                            locations[pair.get(2, b"").decode("utf-8")] = None
+    return FileInputs(
+        required=tuple(name for name in inputs if name not in initializers),
+        optional=tuple(name for name in inputs if name in initializers),
+        external_data=tuple(locations),
+    )
+
+
+def read_file_inputs(model: str | Path) -> FileInputs:
+    """Which inputs of an ONNX file a host must feed and which have defaults, read without loading it."""
+    with open(model, "rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            raise ValueError(f"{model} is empty")
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as buffer:
+            return _inputs(buffer)
+
+
 def read_file_info(model: str | Path | bytes) -> FileInfo:
     """The metadata of an ONNX file (a path or its bytes), read without loading the graph."""
     if isinstance(model, bytes):

@@ -1,4 +1,4 @@
-"""The ``graphgen`` command line: ``export``, ``translate``, ``triton``, ``bake`` and ``verify``.
+"""The ``graphgen`` command line: ``export``, ``translate``, ``triton``, ``bake``, ``verify`` and ``info``.
 
 One module per command, each with its arguments (``add_parser``) and its handler (``run``); the
 handlers import what they need when they run, so ``graphgen translate`` loads neither onnx nor torch.
@@ -12,14 +12,14 @@ import sys
 from collections.abc import Sequence
 
 from graphgen._errors import GraphgenError
-from graphgen.cli import bake, export, translate, triton, verify
+from graphgen.cli import bake, export, info, translate, triton, verify
 
-COMMANDS = (export, translate, triton, bake, verify)
+COMMANDS = (export, translate, triton, bake, verify, info)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="graphgen", description="The graphgen command line: export, translate, triton, bake and verify."
+        prog="graphgen", description="The graphgen command line: export, translate, triton, bake, verify and info."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:

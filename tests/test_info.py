@@ -1,0 +1,138 @@
+"""``graphgen info``: a file's inputs read without loading it, and the verdict per host."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import onnx
+import pytest
+
+from graphgen import export
+from graphgen.cli import main
+from graphgen.contract import GENERATION_PARAMETERS, TRUNCATE, read_file_info, read_file_inputs
+from graphgen.deploy.hosts import hosts
+from graphgen.passes.bake import write_baked
+from graphgen.testing import REPO
+
+JAVASCRIPT = "JavaScript (onnxruntime-node, onnxruntime-web, browsers)"
+WEBGPU = "WebGPU (onnxruntime-web)"
+
+
+def _onnx_view(path: Path) -> tuple[list[str], list[str]]:
+    """Required and optional inputs as onnx's own parser sees them (the reference)."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+    defaults = {tensor.name for tensor in graph.initializer}
+    names = [value.name for value in graph.input]
+    return [n for n in names if n not in defaults], [n for n in names if n in defaults]
+
+
+@pytest.fixture(scope="module")
+def files(
+    text_file_kinds: dict[str, Path], demo_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("info")
+    kinds = ("marian-onnx", "marian-extensions", "marian-onnx-fp16", "nllb-onnx")
+    made = {name: text_file_kinds[name] for name in kinds}
+    made["int8"] = text_file_kinds["marian-onnx-int8"]
+    for name, options in {"int4": {}, "int4-32": {"int4_block_size": 32}}.items():
+        made[name] = folder / f"{name}.onnx"
+        export(demo_dir, made[name], int4=True, progress=lambda _: None, **options)
+    made["ids"] = folder / "ids.onnx"
+    export(demo_dir, made["ids"], tokenizer=False, progress=lambda _: None)
+    made["kept"] = folder / "kept.onnx"
+    write_baked(made["marian-onnx"], made["kept"], keep=("num_beams", "max_length"))
+    made["nllb-languages"] = folder / "nllb-languages.onnx"
+    write_baked(made["nllb-onnx"], made["nllb-languages"], keep_languages=True)
+    made["external"] = folder / "external.onnx"
+    export(demo_dir, made["external"], external_data=True, progress=lambda _: None)
+    return made
+
+
+def test_inputs_read_as_onnx_reads_them(files: dict[str, Path]) -> None:
+    for name, path in files.items():
+        inputs = read_file_inputs(path)
+        assert (list(inputs.required), list(inputs.optional)) == _onnx_view(path), name
+    demo = read_file_inputs(files["marian-onnx"])
+    assert demo.required == ("text_utf8",)
+    assert demo.optional == (*(p.name for p in GENERATION_PARAMETERS), TRUNCATE)
+    assert read_file_inputs(files["kept"]).required == ("text_utf8", "max_length", "num_beams")
+    assert read_file_inputs(files["external"]).external_data == ("external.onnx.data",)
+    assert read_file_inputs(files["marian-onnx"]).external_data == ()
+
+
+def _verdicts(path: Path) -> dict[str, tuple[bool, str]]:
+    return {host.name: (host.runs, host.note) for host in hosts(read_file_info(path), read_file_inputs(path))}
+
+
+def test_the_verdicts_follow_the_measured_rules(files: dict[str, Path]) -> None:
+    demo = _verdicts(files["marian-onnx"])
+    assert all(runs for runs, _ in demo.values())
+    # Java and JavaScript cannot feed optional inputs: the defaults they get, and the way out
+    assert "runs with max_length 512, min_length 0, num_beams 4" in demo[JAVASCRIPT][1]
+    assert "graphgen bake --keep" in demo["Java"][1]
+    assert "feeds max_length, num_beams on every call" in _verdicts(files["kept"])[JAVASCRIPT][1]
+    languages = _verdicts(files["nllb-languages"])
+    assert "feeds source_language, target_language on every call" in languages["Java"][1]
+    assert "--keep-languages" in _verdicts(files["nllb-onnx"])[JAVASCRIPT][1]
+    extensions = _verdicts(files["marian-extensions"])
+    assert not extensions[JAVASCRIPT][0] and "--tokenizer onnx" in extensions[JAVASCRIPT][1]
+    assert not extensions["Android, iOS"][0] and "onnxruntime-extensions jar" in extensions["Java"][1]
+    # onnxruntime-web's WebGPU kernels: int4 right only in blocks of 16 or 32, float16 needs shader-f16
+    refused = (False, "computes int4 in blocks of 64 wrongly: export with --int4 --int4-block-size 32")
+    assert _verdicts(files["int4"])[WEBGPU] == refused
+    assert _verdicts(files["int4-32"])[WEBGPU][0]
+    assert not _verdicts(files["marian-onnx-fp16"])[WEBGPU][0]
+    assert _verdicts(files["int8"])[WEBGPU][0]
+    assert "a plain session, token ids" in _verdicts(files["ids"])["Python"][1]
+
+
+def test_the_command(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", str(files["int4"])]) == 0
+    out = capsys.readouterr().out
+    assert "loop, int4 in blocks of 64" in out and "NO   WebGPU (onnxruntime-web)" in out
+    assert main(["info", str(files["nllb-onnx"]), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["metadata"] == read_file_info(files["nllb-onnx"]).metadata
+    assert report["inputs"]["required"] == ["text_utf8"] and len(report["hosts"]) == 7
+    assert main(["info", str(files["nllb-onnx"]), "--languages"]) == 0
+    assert "zho_Hans" in capsys.readouterr().out  # the whole list, not its first six
+    assert main(["info", str(files["external"])]) == 0
+    assert "weights in external.onnx.data" in capsys.readouterr().out
+
+
+def test_refusals(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plain = tmp_path / "plain.onnx"
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["x"], ["y"])],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+    )
+    onnx.save(onnx.helper.make_model(graph), str(plain))
+    (tmp_path / "text.txt").write_text("not a model\n")
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    cases = {
+        plain: "was not written by graphgen export",
+        tmp_path / "text.txt": "cannot read",
+        tmp_path / "empty.onnx": "cannot read",
+        tmp_path / "missing.onnx": "does not exist",
+    }
+    for path, message in cases.items():
+        assert main(["info", str(path)]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_info_reads_no_weights_and_imports_no_onnx(files: dict[str, Path]) -> None:
+    script = textwrap.dedent(f"""
+        import sys
+        from graphgen.cli import main
+        assert main(["info", {str(files["marian-onnx"])!r}]) == 0
+        bad = [m for m in ("onnx", "torch", "transformers") if m in sys.modules]
+        assert not bad, bad
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
