@@ -43,6 +43,8 @@ def files(
         export(demo_dir, made[name], int4=True, progress=lambda _: None, **options)
     made["ids"] = folder / "ids.onnx"
     export(demo_dir, made["ids"], tokenizer=False, progress=lambda _: None)
+    made["op"] = folder / "op.onnx"
+    export(demo_dir, made["op"], tokenizer=False, search="op", progress=lambda _: None)
     made["kept"] = folder / "kept.onnx"
     write_baked(made["marian-onnx"], made["kept"], keep=("num_beams", "max_length"))
     made["nllb-languages"] = folder / "nllb-languages.onnx"
@@ -88,6 +90,9 @@ def test_the_verdicts_follow_the_measured_rules(files: dict[str, Path]) -> None:
     assert not _verdicts(files["marian-onnx-fp16"])[WEBGPU][0]
     assert _verdicts(files["int8"])[WEBGPU][0]
     assert "a plain session, token ids" in _verdicts(files["ids"])["Python"][1]
+    op = _verdicts(files["op"])
+    assert "--search op" in op["Java"][1] and "--search op" not in op["Python"][1]
+    assert "--search op" not in demo["Java"][1]
 
 
 def test_the_command(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
