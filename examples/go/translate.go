@@ -10,7 +10,9 @@ package translate
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -38,9 +40,10 @@ func Init(library string) error {
 // Translator is a loaded file. Languages reports whether it was opened with language inputs,
 // Settings the generation settings it feeds on every call (OpenSettings).
 type Translator struct {
-	session   *ort.DynamicAdvancedSession
-	Languages bool
-	Settings  []string
+	session      *ort.DynamicAdvancedSession
+	Languages    bool
+	Settings     []string
+	maxPositions int // the file's graphgen.max_positions (0: not recorded), the longest max_length
 }
 
 // The generation settings a file takes as inputs, by type (a file's optional inputs, or those a
@@ -106,7 +109,37 @@ func OpenSettings(model string, languages bool, settings ...string) (*Translator
 	if err != nil {
 		return nil, err
 	}
-	return &Translator{session: session, Languages: languages, Settings: settings}, nil
+	positions := 0
+	if metadata, err := session.GetModelMetadata(); err == nil {
+		if value, found, err := metadata.LookupCustomMetadataMap("graphgen.max_positions"); err == nil && found {
+			positions, _ = strconv.Atoi(value)
+		}
+		metadata.Destroy()
+	}
+	return &Translator{session: session, Languages: languages, Settings: settings, maxPositions: positions}, nil
+}
+
+// checkSetting applies the rules of Python's graphgen.contract.generation_settings that need no other
+// setting (the file checks the rest itself): a fraction would be cut to an integer by int32(), and
+// max_length 1 or past the model's positions would run.
+func (t *Translator) checkSetting(name string, value float64) error {
+	if math.IsNaN(value) || math.IsInf(value, 0) {
+		return fmt.Errorf("%s must be finite, got %v", name, value)
+	}
+	if intSettings[name] && (value != math.Trunc(value) || math.Abs(value) >= math.MaxInt32) {
+		return fmt.Errorf("%s must be a whole number, got %v", name, value)
+	}
+	switch {
+	case (name == "num_beams" || name == "num_return_sequences") && value < 1:
+		return fmt.Errorf("%s must be at least 1, got %v", name, value)
+	case name == "max_length" && (value < 2 || (t.maxPositions > 0 && value > float64(t.maxPositions))):
+		return fmt.Errorf("max_length must be between 2 and the model's %d positions, got %v", t.maxPositions, value)
+	case name == "min_length" && value < 0:
+		return fmt.Errorf("min_length must be at least 0, got %v", value)
+	case name == "repetition_penalty" && value <= 0:
+		return fmt.Errorf("repetition_penalty must be positive, got %v", value)
+	}
+	return nil
 }
 
 // Close frees the session.
@@ -141,8 +174,12 @@ func (t *Translator) TranslateSettings(texts, sources, targets []string, setting
 		}
 	}
 	for _, name := range t.Settings {
-		if _, ok := settings[name]; !ok {
+		value, ok := settings[name]
+		if !ok {
 			return nil, fmt.Errorf("this translator feeds %s on every call (OpenSettings): give it", name)
+		}
+		if err := t.checkSetting(name, value); err != nil {
+			return nil, err
 		}
 	}
 	if len(settings) > len(t.Settings) {

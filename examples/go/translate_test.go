@@ -167,6 +167,19 @@ func TestSettingsPerCall(t *testing.T) {
 		if _, err := translator.Translate(sources[:1]); err == nil || !strings.Contains(err.Error(), "feeds num_beams on every call") {
 			t.Fatalf("%s without its settings: %v", name, err)
 		}
+		// values by Python's rules, before running: not cut to a whole number, not past the positions
+		for _, bad := range []map[string]float64{
+			{"num_beams": 2.5, "max_length": 8}, {"num_beams": 0, "max_length": 8},
+			{"num_beams": 2, "max_length": 1}, {"num_beams": 2, "max_length": 100000},
+		} {
+			want := "num_beams must be"
+			if bad["num_beams"] == 2 {
+				want = "max_length must be between 2 and the model's 512 positions"
+			}
+			if _, err := translator.TranslateSettings(sources[:1], nil, nil, bad); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s with %v: %v", name, bad, err)
+			}
+		}
 	}
 	if _, err := OpenSettings(fixture(t, "demo-en-zh.onnx"), false, "beams"); err == nil || !strings.Contains(err.Error(), "unknown setting beams") {
 		t.Fatalf("an unknown setting: %v", err)
