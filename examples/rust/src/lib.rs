@@ -24,6 +24,8 @@ pub enum Error {
     Runtime(String),
     /// The file is not a text-level file with the portable tokenizer.
     WrongKind(PathBuf),
+    /// A generation setting the search cannot honour (Python's `Translator` rules).
+    Setting(String),
 }
 
 impl fmt::Display for Error {
@@ -38,6 +40,7 @@ impl fmt::Display for Error {
                  extensions file needs onnxruntime-extensions",
                 path.display()
             ),
+            Error::Setting(message) => write!(f, "{message}"),
         }
     }
 }
@@ -93,6 +96,8 @@ pub struct Settings {
 /// A loaded text-level file.
 pub struct Translator {
     session: Session,
+    /// the file's `graphgen.max_positions` metadata: the longest `max_length` (None: not recorded)
+    max_positions: Option<i32>,
 }
 
 impl Translator {
@@ -122,7 +127,15 @@ impl Translator {
         {
             return Err(Error::WrongKind(model.to_owned()));
         }
-        Ok(Translator { session })
+        let max_positions = session
+            .metadata()
+            .ok()
+            .and_then(|metadata| metadata.custom("graphgen.max_positions"))
+            .and_then(|value| value.parse().ok());
+        Ok(Translator {
+            session,
+            max_positions,
+        })
     }
 
     /// One translation per input, in order (the best hypothesis); no input gives no output.
@@ -159,12 +172,60 @@ impl Translator {
         )
     }
 
+    /// The rules of Python's `graphgen.contract.generation_settings` that need no other setting
+    /// (the file checks the rest itself): `max_length` 1 or past the model's positions would run.
+    fn check(&self, settings: &Settings) -> Result<(), Error> {
+        let wrong = |name: &str, wanted: String, value: String| {
+            Err(Error::Setting(format!(
+                "{name} must be {wanted}, got {value}"
+            )))
+        };
+        for (name, value) in [
+            ("num_beams", settings.num_beams),
+            ("num_return_sequences", settings.num_return_sequences),
+        ] {
+            if let Some(value) = value.filter(|value| *value < 1) {
+                return wrong(name, "at least 1".into(), value.to_string());
+            }
+        }
+        if let Some(value) = settings.max_length {
+            if value < 2 || self.max_positions.is_some_and(|limit| value > limit) {
+                let limit = self
+                    .max_positions
+                    .map_or("its".into(), |limit| limit.to_string());
+                return wrong(
+                    "max_length",
+                    format!("between 2 and the model's {limit} positions"),
+                    value.to_string(),
+                );
+            }
+        }
+        if let Some(value) = settings.min_length.filter(|value| *value < 0) {
+            return wrong("min_length", "at least 0".into(), value.to_string());
+        }
+        if let Some(value) = settings.length_penalty.filter(|value| !value.is_finite()) {
+            return wrong("length_penalty", "finite".into(), value.to_string());
+        }
+        if let Some(value) = settings
+            .repetition_penalty
+            .filter(|value| !(value.is_finite() && *value > 0.0))
+        {
+            return wrong(
+                "repetition_penalty",
+                "positive and finite".into(),
+                value.to_string(),
+            );
+        }
+        Ok(())
+    }
+
     fn run(
         &mut self,
         texts: &[&str],
         languages: Option<(&[&str], &[&str])>,
         settings: &Settings,
     ) -> Result<Vec<String>, Error> {
+        self.check(settings)?;
         if texts.is_empty() {
             return Ok(Vec::new());
         }

@@ -156,4 +156,44 @@ fn settings_chosen_per_call() {
         missing.contains("num_beams") || missing.contains("max_length"),
         "{missing}"
     );
+    // Values by Python's rules, refused before running.
+    for (bad, want) in [
+        (
+            Settings {
+                num_beams: Some(0),
+                max_length: Some(8),
+                ..Settings::default()
+            },
+            "num_beams must be at least 1",
+        ),
+        (
+            Settings {
+                num_beams: Some(2),
+                max_length: Some(1),
+                ..Settings::default()
+            },
+            "max_length must be between 2",
+        ),
+        (
+            Settings {
+                num_beams: Some(2),
+                max_length: Some(100_000),
+                ..Settings::default()
+            },
+            "max_length must be between 2 and the model's 512 positions",
+        ),
+        (
+            Settings {
+                repetition_penalty: Some(f32::NAN),
+                ..settings.clone()
+            },
+            "repetition_penalty must be",
+        ),
+    ] {
+        let error = kept
+            .translate_with(&texts[..1], None, &bad)
+            .expect_err("refused")
+            .to_string();
+        assert!(error.contains(want), "{error}");
+    }
 }
