@@ -84,10 +84,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _interface(info: Any) -> str:
-    if info.interface == "ids":
+    from graphgen.contract import ID_LEVEL, PORTABLE, Key
+
+    if info.interface == ID_LEVEL:
         return "token ids in and out (export --no-tokenizer)"
-    tokenizer = "standard ONNX ops over UTF-8 bytes" if info.tokenizer == "onnx" else "onnxruntime-extensions' op"
-    strings = ", no string tensors (--no-strings)" if info.metadata.get("graphgen.strings") == "none" else ""
+    tokenizer = "standard ONNX ops over UTF-8 bytes" if info.tokenizer == PORTABLE else "onnxruntime-extensions' op"
+    strings = ", no string tensors (--no-strings)" if info.metadata.get(Key.STRINGS) == "none" else ""
     return f"text in and out; tokenizer: {tokenizer}{strings}"
 
 

@@ -20,6 +20,7 @@ from graphgen.contract import (
     TEXT_UTF8,
     FileInfo,
     FileInputs,
+    Key,
 )
 
 # onnxruntime-web 1.31.1's WebGPU MatMulNBits: right with these block sizes, wrong (no error) with
@@ -72,9 +73,9 @@ def _per_call(inputs: FileInputs) -> str:
 
 def hosts(info: FileInfo, inputs: FileInputs) -> list[Host]:
     """One verdict per host, in the order of docs/platforms.md's table."""
-    floor = f"ONNX Runtime {info.metadata.get('graphgen.min_onnxruntime', '1.17')} or newer"
+    floor = f"ONNX Runtime {info.metadata.get(Key.MIN_ONNXRUNTIME, '1.17')} or newer"
     extensions = info.needs_extensions
-    needs = f"; with onnxruntime-extensions {info.metadata.get('graphgen.min_extensions', '')} or newer"
+    needs = f"; with onnxruntime-extensions {info.metadata.get(Key.MIN_EXTENSIONS, '')} or newer"
     if info.interface == ID_LEVEL:
         python = f"{floor}: a plain session, token ids in and out (graphgen.Translator takes text files)"
     else:
@@ -99,7 +100,7 @@ def hosts(info: FileInfo, inputs: FileInputs) -> list[Host]:
     else:
         mobile = "`graphgen export --ort` writes the .ort file; the stock onnxruntime-android and -objc packages run it"
     found.append(Host("Android, iOS", not extensions, mobile))
-    if info.metadata.get("graphgen.search") == "op":  # ORT's BeamSearch op: only the Python matrix ran it
+    if info.metadata.get(Key.SEARCH) == "op":  # ORT's BeamSearch op: only the Python matrix ran it
         untested = "ORT's BeamSearch op (--search op) was run here from Python only; the default loop search everywhere"
         found = [found[0], *(Host(host.name, host.runs, f"{host.note}; {untested}") for host in found[1:])]
     return found
