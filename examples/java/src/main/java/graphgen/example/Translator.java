@@ -62,6 +62,21 @@ public final class Translator implements AutoCloseable {
     }
   }
 
+  /**
+   * The language codes the file knows, from its {@code graphgen.languages} metadata (NLLB, M2M100
+   * and mBART-50 files; empty for the others): for a language picker, or to check a code first.
+   */
+  public List<String> languages() throws OrtException {
+    String list = session.getMetadata().getCustomMetadata().getOrDefault("graphgen.languages", "[]");
+    // a JSON list of strings; the codes hold no quote or backslash (ASCII letters, digits, '_', '-')
+    List<String> codes = new ArrayList<>();
+    java.util.regex.Matcher code = java.util.regex.Pattern.compile("\"([^\"\\\\]*)\"").matcher(list);
+    while (code.find()) {
+      codes.add(code.group(1));
+    }
+    return codes;
+  }
+
   /** One translation per input, in order; an empty list gives an empty list. */
   public List<String> translate(List<String> texts) throws OrtException {
     return run(texts, Map.of(), Map.of());

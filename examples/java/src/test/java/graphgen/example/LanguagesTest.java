@@ -52,6 +52,16 @@ class LanguagesTest {
     return groups;
   }
 
+  /** The file's codes, from its metadata: NLLB's 202, the fixtures' sources and targets among them. */
+  @Test
+  void theFileListsItsLanguages() throws OrtException {
+    List<String> codes = translator.languages();
+    assertEquals(202, codes.size());
+    for (Row row : rows) {
+      assertTrue(codes.contains(row.source()) && codes.contains(row.target()), row.target());
+    }
+  }
+
   @Test
   void theTargetsGiveDifferentTranslations() {
     // Otherwise the tests below could pass with the target language ignored.

@@ -139,6 +139,7 @@ class TranslatorTest {
   @Test
   void emptyBatchGivesNoTranslations() throws OrtException {
     assertTrue(translator.translate(List.of()).isEmpty());
+    assertTrue(translator.languages().isEmpty()); // a Marian file: the target is a >>xx<< token
   }
 
   @Test
