@@ -6,9 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphgen._errors import GraphgenError
+
+if TYPE_CHECKING:
+    from graphgen.contract import FileInfo
 
 
 def add_parser(commands: Any) -> None:
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interface(info: Any) -> str:
+def _interface(info: FileInfo) -> str:
     from graphgen.contract import ID_LEVEL, PORTABLE, Key
 
     if info.interface == ID_LEVEL:
@@ -93,7 +96,7 @@ def _interface(info: Any) -> str:
     return f"text in and out; tokenizer: {tokenizer}{strings}"
 
 
-def _precision(info: Any) -> str:
+def _precision(info: FileInfo) -> str:
     if info.precision == "int4":
         return f"int4 in blocks of {info.int4_block_size or 'an unrecorded size'}"
     return str(info.precision)

@@ -40,15 +40,21 @@ def _languages(info: FileInfo) -> str:
     return f"languages {info.source_language} → {target}"
 
 
+_UTF8_NAMES = {utf8: name for name, utf8 in LANGUAGE_UTF8_INPUTS.items()}  # a --no-strings file's languages
+
+
+def _settings(names: tuple[str, ...]) -> list[str]:
+    """The settings and languages among ``names`` (not the texts or ids), by their usual names."""
+    data = {TEXT, TEXT_UTF8, *ID_INPUTS}
+    return list(dict.fromkeys(_UTF8_NAMES.get(name, name) for name in names if name not in data))
+
+
 def _choices(info: FileInfo, inputs: FileInputs) -> str:
     """What a host that cannot feed optional inputs (Java, JavaScript) gets from this file."""
-    utf8_names = {utf8: name for name, utf8 in LANGUAGE_UTF8_INPUTS.items()}
-    optional = [utf8_names.get(name, name) for name in inputs.optional]
-    data = {TEXT, TEXT_UTF8, *ID_INPUTS}
-    kept = [utf8_names.get(name, name) for name in inputs.required if name not in data]
+    optional, kept = _settings(inputs.optional), _settings(inputs.required)
     parts = []
     if kept:
-        parts.append(f"feeds {', '.join(dict.fromkeys(kept))} on every call (kept by graphgen bake)")
+        parts.append(f"feeds {', '.join(kept)} on every call (kept by graphgen bake)")
     if optional:
         defaults = info.generation_defaults
         values = [f"{name} {defaults[name]}" for name in optional if name in defaults]
@@ -56,7 +62,7 @@ def _choices(info: FileInfo, inputs: FileInputs) -> str:
         if languages:
             values.append(_languages(info))
         parts.append(
-            f"cannot feed {', '.join(dict.fromkeys(optional))}: runs with {', '.join(values) or 'the defaults'}; "
+            f"cannot feed {', '.join(optional)}: runs with {', '.join(values) or 'the defaults'}; "
             f"to choose them per call, a copy made with `graphgen bake --keep NAMES`"
             + (" (--keep-languages for the languages)" if languages else "")
         )
@@ -67,7 +73,7 @@ def _per_call(inputs: FileInputs) -> str:
     """What Python and the C API choose per call: every optional input, and what a copy kept."""
     if inputs.optional:
         return "every setting chosen per call (the optional inputs)"
-    kept = [name for name in inputs.required if name not in {TEXT, TEXT_UTF8, *ID_INPUTS}]
+    kept = _settings(inputs.required)
     return "the settings fixed in this copy (graphgen bake)" + (f", {', '.join(kept)} per call" if kept else "")
 
 
