@@ -23,7 +23,9 @@ Python path for them:
 * ``demo-en-zh-settings.onnx`` and ``expected-settings.txt``: a copy that keeps ``num_beams`` and
   ``max_length`` as required inputs (``graphgen bake --keep num_beams,max_length``: how Java and
   JavaScript choose settings per call) and the translations of the first 16 sources with 2 beams
-  and at most 8 tokens;
+  and at most 8 tokens; ``expected-length-penalty.txt``: the first 16 with 6 beams and
+  ``length_penalty`` -3 (a negative penalty, which favours shorter hypotheses: C's settings once
+  could not express it);
 * ``long.txt``: a source longer than the model's 512 positions, then its translation with
   ``truncate=True`` (without it the file must stop with an error naming the limit), and
   ``demo-en-zh-truncate.onnx``, a copy with ``truncate`` baked in (``graphgen bake --truncate``)
@@ -32,6 +34,7 @@ Python path for them:
   SentencePiece model trained here, laid out as the hub's files by ``graphgen.testing``),
   exported and baked with ``--keep-languages`` so that Java can choose the languages per call; the
   TSV holds source language, target language, text and ``graphgen.Translator``'s translation;
+  ``nllb-codes.txt``: the file's language codes as Python reads them, one per line;
 * ``{family}.onnx``, ``{family}-sources.txt`` and ``{family}-expected.txt`` for mBART-50, T5 and
   mT5 (``WEB_FAMILIES``; small checkpoints with random weights, their default languages): what the
   browser test runs on onnxruntime-web's WebGPU provider beside the demo and NLLB files;
@@ -78,6 +81,8 @@ def main(out: Path) -> None:
     write_baked(text_model, out / "demo-en-zh-settings.onnx", keep=("num_beams", "max_length"))
     chosen = translator.translate(sources[:16], num_beams=2, max_length=8)
     (out / "expected-settings.txt").write_text("".join(f"{t}\n" for t in chosen), encoding="utf-8")
+    shorter = translator.translate(sources[:16], num_beams=6, length_penalty=-3.0)
+    (out / "expected-length-penalty.txt").write_text("".join(f"{t}\n" for t in shorter), encoding="utf-8")
     # the same copy with its weights beside it (a page's memory saver: onnxruntime-web's externalData)
     external = out / "demo-en-zh-external.onnx"
     graphgen.export(str(DEMO), str(external), external_data=True, progress=lambda _: None)
@@ -133,6 +138,7 @@ def family_fixtures(out: Path, texts: list[str]) -> None:
 def language_fixtures(out: Path, texts: list[str]) -> int:
     """The NLLB file with its language inputs kept, and Python's answers for three targets."""
     import graphgen
+    from graphgen.contract import read_file_info
     from graphgen.passes.bake import write_baked
     from graphgen.testing import language_checkpoint
 
@@ -140,6 +146,8 @@ def language_fixtures(out: Path, texts: list[str]) -> int:
     language_checkpoint(checkpoint, "NllbTokenizer", seed=1, num_beams=4)  # a seed whose targets differ on every text
     graphgen.export(str(checkpoint), str(out / "nllb.onnx"), progress=lambda _: None)
     write_baked(out / "nllb.onnx", out / "nllb-languages.onnx", keep_languages=True)
+    codes = read_file_info(out / "nllb.onnx").languages
+    (out / "nllb-codes.txt").write_text("".join(f"{code}\n" for code in codes), encoding="utf-8")
     # without string tensors (languages as UTF-8 bytes too), for builds without the string type
     graphgen.export(str(checkpoint), str(out / "nllb-no-strings.onnx"), strings=False, progress=lambda _: None)
     write_baked(out / "nllb-no-strings.onnx", out / "nllb-no-strings-languages.onnx", keep_languages=True)

@@ -2,6 +2,7 @@
  * C++): the same strings as graphgen's Python path. ORT_LIBRARY names libonnxruntime.so and
  * GRAPHGEN_FIXTURES the folder examples/fixtures.py wrote (`make examples` sets both). Exits 1 at
  * the first difference, naming it. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +304,98 @@ static void settings_per_call(void) {
     pass("settings per call");
 }
 
+/* The codes come from the file's metadata: the list Python reads (nllb-codes.txt), NLLB's 202;
+ * none for a Marian file. */
+static void languages_from_the_metadata(void) {
+    gg_translator *nllb = open_file("nllb.onnx", 0), *demo = open_file("demo-en-zh.onnx", 0);
+    lines want = read_lines("nllb-codes.txt");
+    const char *const *codes = NULL;
+    size_t count = 0;
+    char *error = NULL, detail[64];
+    if (gg_languages(nllb, &codes, &count, &error) != GG_OK) die("gg_languages", error);
+    if (want.count != 202 || count != want.count) {
+        snprintf(detail, sizeof detail, "%zu codes, want %zu (202)", count, want.count);
+        die("nllb.onnx codes", detail);
+    }
+    expect_equal("nllb.onnx codes", (char **)codes, (const char *const *)want.items, count, 0);
+    if (gg_languages(demo, &codes, &count, &error) != GG_OK || count != 0 || codes != NULL)
+        die("a Marian file", "lists codes");
+    expect_error("NULL arguments", gg_languages(demo, NULL, &count, &error), GG_BAD_ARGUMENT, &error, "NULL");
+    free_lines(&want);
+    gg_close(nllb);
+    gg_close(demo);
+    pass("languages from the metadata");
+}
+
+/* Values Python's Translator refuses are refused before running, naming the setting; a negative
+ * length_penalty (NAN, not a negative value, keeps the default) gives Python's strings. */
+static void settings_checked_and_negative_length_penalty(void) {
+    gg_translator *translator = open_file("demo-en-zh.onnx", 0);
+    lines sources = read_lines("sources.txt"), want = read_lines("expected-length-penalty.txt");
+    const char *const *texts = (const char *const *)sources.items;
+    gg_settings settings;
+    char **out = NULL, **usual = NULL, *error = NULL;
+    size_t row, differ = 0;
+    struct {
+        int field; /* 0 num_beams, 1 num_return_sequences, 2 max_length, 3 min_length */
+        int value;
+        const char *part;
+    } ints[] = {{0, 0, "num_beams must be at least 1"},
+                {1, 0, "num_return_sequences must be at least 1"},
+                {2, 1, "max_length must be at least 2"},
+                {2, 0, "max_length must be at least 2"},
+                {2, 513, "max_length 513 exceeds the model's 512 positions"}};
+    size_t at;
+    for (at = 0; at < sizeof ints / sizeof ints[0]; ++at) {
+        settings = gg_default_settings();
+        if (ints[at].field == 0) settings.num_beams = ints[at].value;
+        if (ints[at].field == 1) settings.num_return_sequences = ints[at].value;
+        if (ints[at].field == 2) settings.max_length = ints[at].value;
+        expect_error(ints[at].part, gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &settings, &out, &error),
+                     GG_BAD_ARGUMENT, &error, ints[at].part);
+        if (out != NULL) die(ints[at].part, "returned translations");
+    }
+    settings = gg_default_settings();
+    settings.num_beams = 2;
+    settings.num_return_sequences = 3;
+    expect_error("more sequences than beams",
+                 gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &settings, &out, &error),
+                 GG_BAD_ARGUMENT, &error, "num_return_sequences must be between 1 and num_beams (2), got 3");
+    settings = gg_default_settings();
+    settings.max_length = 8;
+    settings.min_length = 9;
+    expect_error("min_length over max_length",
+                 gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &settings, &out, &error),
+                 GG_BAD_ARGUMENT, &error, "min_length must be between 0 and max_length (8), got 9");
+    settings = gg_default_settings();
+    settings.length_penalty = (float)INFINITY;
+    expect_error("an infinite length_penalty",
+                 gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &settings, &out, &error),
+                 GG_BAD_ARGUMENT, &error, "length_penalty must be finite");
+    settings = gg_default_settings();
+    settings.repetition_penalty = 0.0f;
+    expect_error("repetition_penalty 0",
+                 gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &settings, &out, &error),
+                 GG_BAD_ARGUMENT, &error, "repetition_penalty must be positive");
+    /* 6 beams with and without length_penalty -3: Python's strings, not the same as the default's */
+    settings = gg_default_settings();
+    settings.num_beams = 6;
+    if (gg_translate_settings(translator, texts, 16, NULL, 0, NULL, 0, &settings, &usual, &error) != GG_OK)
+        die("6 beams", error);
+    settings.length_penalty = -3.0f;
+    if (gg_translate_settings(translator, texts, 16, NULL, 0, NULL, 0, &settings, &out, &error) != GG_OK)
+        die("length_penalty -3", error);
+    expect_equal("length_penalty -3", out, (const char *const *)want.items, 16, 0);
+    for (row = 0; row < 16; ++row) differ += strcmp(out[row], usual[row]) != 0;
+    if (differ == 0) die("length_penalty -3", "gave the default's strings (the setting was not fed)");
+    gg_free_translations(out, 16);
+    gg_free_translations(usual, 16);
+    free_lines(&sources);
+    free_lines(&want);
+    gg_close(translator);
+    pass("settings checked; a negative length_penalty");
+}
+
 int main(void) {
     char *path, *error = NULL;
     fixtures = getenv("GRAPHGEN_FIXTURES");
@@ -318,6 +411,8 @@ int main(void) {
     nllb_languages_per_call_and_per_text();
     long_source_empty_batch_and_wrong_files();
     settings_per_call();
+    languages_from_the_metadata();
+    settings_checked_and_negative_length_penalty();
     printf("%d passed\n", passed);
     return 0;
 }

@@ -4,6 +4,7 @@
 #include "translate.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <onnxruntime_c_api.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -24,6 +25,9 @@ static OrtEnv *env;
 struct gg_translator {
     OrtSession *session;
     int languages;
+    long max_positions; /* the file's graphgen.max_positions (0: not recorded), the longest max_length */
+    char **codes;       /* the file's graphgen.languages: code_count strings in one allocation */
+    size_t code_count;
 };
 
 static const char *const WRONG_KIND =
@@ -131,6 +135,87 @@ done:
     return result;
 }
 
+/* The codes of graphgen.languages, a JSON list of strings whose codes hold no quote or backslash
+ * (ASCII letters, digits, '_', '-'): an array of `*count` pointers into one block after it, freed
+ * with one free(); NULL with *count 0 for an empty list; -1 for anything else, 0 otherwise. */
+static int parse_codes(const char *list, char ***codes, size_t *count) {
+    size_t quotes = 0, at, length = strlen(list);
+    const char *read;
+    char *text, **array;
+    *codes = NULL;
+    *count = 0;
+    for (at = 0; at < length; ++at) {
+        if (list[at] == '\\') return -1;
+        if (list[at] == '"') ++quotes;
+    }
+    if (quotes % 2 != 0) return -1;
+    if (quotes == 0) { /* only "[]", with any spaces */
+        for (read = list; *read == ' '; ++read) continue;
+        if (*read++ != '[') return -1;
+        for (; *read == ' '; ++read) continue;
+        if (*read++ != ']') return -1;
+        for (; *read == ' '; ++read) continue;
+        return *read == '\0' ? 0 : -1;
+    }
+    array = (char **)malloc(quotes / 2 * sizeof(char *) + length + 1);
+    if (array == NULL) return -1;
+    text = (char *)(array + quotes / 2);
+    read = list;
+    for (; *read == ' '; ++read) continue;
+    if (*read++ != '[') goto wrong;
+    for (;;) {
+        for (; *read == ' '; ++read) continue;
+        if (*read++ != '"') goto wrong;
+        array[*count] = text;
+        while (*read != '"') *text++ = *read++;
+        if (text == array[*count]) goto wrong; /* an empty code */
+        *text++ = '\0';
+        ++*count;
+        for (++read; *read == ' '; ++read) continue;
+        if (*read == ']') break;
+        if (*read++ != ',') goto wrong;
+    }
+    for (++read; *read == ' '; ++read) continue;
+    if (*read != '\0') goto wrong;
+    *codes = array;
+    return 0;
+wrong:
+    free(array);
+    *count = 0;
+    return -1;
+}
+
+/* Reads the metadata the translator keeps: graphgen.max_positions and graphgen.languages. */
+static gg_status read_metadata(const char *model, gg_translator *translator, char **error) {
+    gg_status result = GG_OK;
+    OrtAllocator *allocator = NULL;
+    OrtModelMetadata *metadata = NULL;
+    char *value = NULL;
+    TRY(ort->GetAllocatorWithDefaultOptions(&allocator));
+    TRY(ort->SessionGetModelMetadata(translator->session, &metadata));
+    TRY(ort->ModelMetadataLookupCustomMetadataMap(metadata, allocator, "graphgen.max_positions", &value));
+    if (value != NULL) {
+        translator->max_positions = strtol(value, NULL, 10);
+        TRY(ort->AllocatorFree(allocator, value));
+        value = NULL;
+    }
+    TRY(ort->ModelMetadataLookupCustomMetadataMap(metadata, allocator, "graphgen.languages", &value));
+    if (value != NULL && parse_codes(value, &translator->codes, &translator->code_count) != 0)
+        result = fail(error, GG_WRONG_KIND, "%s: graphgen.languages is not a JSON list of codes", model);
+done:
+    if (value != NULL) ort->ReleaseStatus(ort->AllocatorFree(allocator, value));
+    if (metadata != NULL) ort->ReleaseModelMetadata(metadata);
+    return result;
+}
+
+gg_status gg_languages(const gg_translator *translator, const char *const **codes, size_t *count, char **error) {
+    if (translator == NULL || codes == NULL || count == NULL)
+        return fail(error, GG_BAD_ARGUMENT, "translator, codes and count must not be NULL");
+    *codes = (const char *const *)translator->codes;
+    *count = translator->code_count;
+    return GG_OK;
+}
+
 gg_status gg_open(const char *model, int languages, gg_translator **translator, char **error) {
     static const char *const inputs[] = {"text_utf8", "source_language", "target_language"};
     gg_status result = GG_OK;
@@ -175,7 +260,14 @@ gg_status gg_open(const char *model, int languages, gg_translator **translator, 
     }
     (*translator)->session = session;
     (*translator)->languages = languages != 0;
+    (*translator)->max_positions = 0;
+    (*translator)->codes = NULL;
+    (*translator)->code_count = 0;
     session = NULL;
+    if ((result = read_metadata(model, *translator, error)) != GG_OK) {
+        gg_close(*translator);
+        *translator = NULL;
+    }
 done:
     if (session != NULL) ort->ReleaseSession(session);
     if (options != NULL) ort->ReleaseSessionOptions(options);
@@ -209,8 +301,34 @@ done:
 gg_settings gg_default_settings(void) {
     gg_settings settings;
     settings.num_beams = settings.num_return_sequences = settings.max_length = settings.min_length = -1;
-    settings.length_penalty = settings.repetition_penalty = -1.0f;
+    settings.length_penalty = settings.repetition_penalty = (float)NAN;
     return settings;
+}
+
+/* The rules of Python's graphgen.contract.generation_settings among the values given (the file
+ * checks them against its defaults itself): a value that would run wrongly or fail deep in the
+ * search is named here. */
+static gg_status check_settings(const gg_translator *translator, const gg_settings *settings, char **error) {
+    if (settings->num_beams == 0) return fail(error, GG_BAD_ARGUMENT, "num_beams must be at least 1, got 0");
+    if (settings->num_return_sequences == 0)
+        return fail(error, GG_BAD_ARGUMENT, "num_return_sequences must be at least 1, got 0");
+    if (settings->num_beams > 0 && settings->num_return_sequences > settings->num_beams)
+        return fail(error, GG_BAD_ARGUMENT, "num_return_sequences must be between 1 and num_beams (%d), got %d",
+                    settings->num_beams, settings->num_return_sequences);
+    if (settings->max_length == 0 || settings->max_length == 1)
+        return fail(error, GG_BAD_ARGUMENT, "max_length must be at least 2, got %d", settings->max_length);
+    if (translator->max_positions > 0 && settings->max_length > translator->max_positions)
+        return fail(error, GG_BAD_ARGUMENT, "max_length %d exceeds the model's %ld positions", settings->max_length,
+                    translator->max_positions);
+    if (settings->max_length > 0 && settings->min_length > settings->max_length)
+        return fail(error, GG_BAD_ARGUMENT, "min_length must be between 0 and max_length (%d), got %d",
+                    settings->max_length, settings->min_length);
+    if (isinf(settings->length_penalty))
+        return fail(error, GG_BAD_ARGUMENT, "length_penalty must be finite, got %f", (double)settings->length_penalty);
+    if (isinf(settings->repetition_penalty) || settings->repetition_penalty <= 0.0f)
+        return fail(error, GG_BAD_ARGUMENT, "repetition_penalty must be positive and finite, got %f",
+                    (double)settings->repetition_penalty);
+    return GG_OK;
 }
 
 gg_status gg_translate(gg_translator *translator, const char *const *texts, size_t count,
@@ -250,6 +368,7 @@ gg_status gg_translate_settings(gg_translator *translator, const char *const *te
     if (translations == NULL) return fail(error, GG_BAD_ARGUMENT, "translations is NULL");
     *translations = NULL;
     if (translator == NULL) return fail(error, GG_BAD_ARGUMENT, "translator is NULL");
+    if (settings != NULL && (result = check_settings(translator, settings, error)) != GG_OK) return result;
     if (translator->languages) {
         if ((result = codes_argument("source", sources, source_count, count, error)) != GG_OK) return result;
         if ((result = codes_argument("target", targets, target_count, count, error)) != GG_OK) return result;
@@ -298,7 +417,7 @@ gg_status gg_translate_settings(gg_translator *translator, const char *const *te
             ++fed;
         }
         for (at = 0; at < 2; ++at) {
-            if (floats[at] < 0.0f) continue;
+            if (isnan(floats[at])) continue;
             input_names[fed] = float_names[at];
             TRY(ort->CreateTensorWithDataAsOrtValue(memory, &floats[at], sizeof(float), &one, 1,
                                                     ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, &inputs[fed]));
@@ -363,5 +482,6 @@ void gg_free_translations(char **translations, size_t count) {
 void gg_close(gg_translator *translator) {
     if (translator == NULL) return;
     ort->ReleaseSession(translator->session);
+    free(translator->codes);
     free(translator);
 }

@@ -50,16 +50,19 @@ gg_status gg_translate(gg_translator *translator, const char *const *texts, size
                        const char *const *sources, size_t source_count, const char *const *targets,
                        size_t target_count, char ***translations, char **error);
 
-/* Generation settings for one call. An int below 0 and a float below 0 keep the file's default (the
- * checkpoint's generation config): start from gg_default_settings(). The C API feeds a file's
- * optional inputs, so the exported file takes them as it is (a `graphgen bake --keep` copy needs
- * each kept one on every call). */
+/* Generation settings for one call. An int below 0 and a float NAN keep the file's default (the
+ * checkpoint's generation config): start from gg_default_settings(). A value Python's
+ * graphgen.Translator refuses is GG_BAD_ARGUMENT, naming the setting, before running: num_beams or
+ * num_return_sequences 0, more sequences than beams, max_length 0, 1 or past the model's positions
+ * (the file's graphgen.max_positions), min_length over max_length, an infinite float, a
+ * repetition_penalty not above 0. The C API feeds a file's optional inputs, so the exported file
+ * takes them as it is (a `graphgen bake --keep` copy needs each kept one on every call). */
 typedef struct {
     int num_beams;            /* beam width; 1 is greedy search */
     int num_return_sequences; /* hypotheses per text (gg_translate returns the best) */
     int max_length;           /* longest output in tokens, decoder start included */
     int min_length;           /* shortest output in tokens, decoder start included */
-    float length_penalty;     /* exponent of the length normalisation of beam scores */
+    float length_penalty;     /* exponent of the length normalisation of beam scores (below 0: shorter) */
     float repetition_penalty; /* 1.0 is off */
 } gg_settings;
 
@@ -72,6 +75,11 @@ gg_status gg_translate_settings(gg_translator *translator, const char *const *te
                                 char **error);
 
 void gg_free_translations(char **translations, size_t count);
+
+/* The language codes the file knows, from its graphgen.languages metadata (NLLB, M2M100 and
+ * mBART-50 files; none for the others): `*codes` receives `*count` NUL-terminated codes, owned by
+ * the translator (valid until gg_close), for a language picker or to check a code before a call. */
+gg_status gg_languages(const gg_translator *translator, const char *const **codes, size_t *count, char **error);
 
 void gg_close(gg_translator *translator);
 

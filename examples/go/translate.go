@@ -8,6 +8,7 @@
 package translate
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -43,7 +44,15 @@ type Translator struct {
 	session      *ort.DynamicAdvancedSession
 	Languages    bool
 	Settings     []string
-	maxPositions int // the file's graphgen.max_positions (0: not recorded), the longest max_length
+	maxPositions int      // the file's graphgen.max_positions (0: not recorded), the longest max_length
+	codes        []string // the file's graphgen.languages (nil for a file without language codes)
+}
+
+// LanguageCodes lists the language codes the file knows, from its graphgen.languages metadata
+// (NLLB, M2M100 and mBART-50 files; empty for the others): for a language picker, or to check a
+// code before a call (the file itself refuses an unknown one, naming the input).
+func (t *Translator) LanguageCodes() []string {
+	return append([]string(nil), t.codes...)
 }
 
 // The generation settings a file takes as inputs, by type (a file's optional inputs, or those a
@@ -110,13 +119,22 @@ func OpenSettings(model string, languages bool, settings ...string) (*Translator
 		return nil, err
 	}
 	positions := 0
+	var codes []string
 	if metadata, err := session.GetModelMetadata(); err == nil {
 		if value, found, err := metadata.LookupCustomMetadataMap("graphgen.max_positions"); err == nil && found {
 			positions, _ = strconv.Atoi(value)
 		}
+		if value, found, err := metadata.LookupCustomMetadataMap("graphgen.languages"); err == nil && found {
+			if err := json.Unmarshal([]byte(value), &codes); err != nil { // a JSON list of strings
+				metadata.Destroy()
+				session.Destroy()
+				return nil, fmt.Errorf("%s: graphgen.languages is not a JSON list of codes: %w", model, err)
+			}
+		}
 		metadata.Destroy()
 	}
-	return &Translator{session: session, Languages: languages, Settings: settings, maxPositions: positions}, nil
+	return &Translator{session: session, Languages: languages, Settings: settings, maxPositions: positions,
+		codes: codes}, nil
 }
 
 // checkSetting applies the rules of Python's graphgen.contract.generation_settings that need no other

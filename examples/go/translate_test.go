@@ -185,3 +185,16 @@ func TestSettingsPerCall(t *testing.T) {
 		t.Fatalf("an unknown setting: %v", err)
 	}
 }
+
+// The codes come from the file's metadata: the list Python reads (nllb-codes.txt), NLLB's 202;
+// none for a Marian file.
+func TestLanguageCodesFromTheMetadata(t *testing.T) {
+	want := lines(t, "nllb-codes.txt")
+	if len(want) != 202 {
+		t.Fatalf("nllb-codes.txt lists %d codes", len(want))
+	}
+	equal(t, open(t, "nllb.onnx", true).LanguageCodes(), want, "nllb.onnx codes")
+	if codes := open(t, "demo-en-zh.onnx", false).LanguageCodes(); len(codes) != 0 {
+		t.Fatalf("a Marian file lists %d codes", len(codes))
+	}
+}

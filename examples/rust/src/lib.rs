@@ -98,6 +98,8 @@ pub struct Translator {
     session: Session,
     /// the file's `graphgen.max_positions` metadata: the longest `max_length` (None: not recorded)
     max_positions: Option<i32>,
+    /// the file's `graphgen.languages` metadata (empty for a file without language codes)
+    languages: Vec<String>,
 }
 
 impl Translator {
@@ -127,15 +129,31 @@ impl Translator {
         {
             return Err(Error::WrongKind(model.to_owned()));
         }
-        let max_positions = session
-            .metadata()
-            .ok()
-            .and_then(|metadata| metadata.custom("graphgen.max_positions"))
-            .and_then(|value| value.parse().ok());
+        let metadata = session.metadata().ok();
+        let custom = |key: &str| metadata.as_ref().and_then(|metadata| metadata.custom(key));
+        let max_positions = custom("graphgen.max_positions").and_then(|value| value.parse().ok());
+        let languages = match custom("graphgen.languages") {
+            Some(list) => codes(&list).ok_or_else(|| {
+                Error::Runtime(format!(
+                    "{}: graphgen.languages is not a JSON list of codes",
+                    model.display()
+                ))
+            })?,
+            None => Vec::new(),
+        };
+        drop(metadata);
         Ok(Translator {
             session,
             max_positions,
+            languages,
         })
+    }
+
+    /// The language codes the file knows, from its `graphgen.languages` metadata (NLLB, M2M100 and
+    /// mBART-50 files; empty for the others): for a language picker, or to check a code before a
+    /// call (the file itself refuses an unknown one, naming the input).
+    pub fn languages(&self) -> &[String] {
+        &self.languages
     }
 
     /// One translation per input, in order (the best hypothesis); no input gives no output.
@@ -264,6 +282,23 @@ impl Translator {
 }
 
 /// The texts as the `text_utf8` input: one row of UTF-8 bytes per text, zero-padded to the longest.
+/// The codes of `graphgen.languages`, a JSON list of strings whose codes hold no quote or
+/// backslash (ASCII letters, digits, `_`, `-`); None for anything else.
+fn codes(list: &str) -> Option<Vec<String>> {
+    let inner = list.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
+    if inner.is_empty() {
+        return Some(Vec::new());
+    }
+    inner
+        .split(',')
+        .map(|item| {
+            let code = item.trim().strip_prefix('"')?.strip_suffix('"')?;
+            let plain = !code.is_empty() && !code.contains(['"', '\\']);
+            plain.then(|| code.to_owned())
+        })
+        .collect()
+}
+
 fn utf8(texts: &[&str]) -> Result<Tensor<u8>, Error> {
     let width = texts.iter().map(|text| text.len()).max().unwrap_or(0);
     let mut data = vec![0u8; texts.len() * width];

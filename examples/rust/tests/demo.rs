@@ -197,3 +197,14 @@ fn settings_chosen_per_call() {
         assert!(error.contains(want), "{error}");
     }
 }
+
+/// The codes come from the file's metadata: the list Python reads (nllb-codes.txt), NLLB's 202;
+/// none for a Marian file.
+#[test]
+fn languages_from_the_metadata() {
+    let want = lines("nllb-codes.txt");
+    assert_eq!(want.len(), 202);
+    let nllb = Translator::new(&fixture("nllb.onnx"), &path("ORT_LIBRARY")).expect("model loads");
+    assert_eq!(nllb.languages(), want.as_slice());
+    assert!(translator().languages().is_empty());
+}
