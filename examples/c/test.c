@@ -327,56 +327,48 @@ static void languages_from_the_metadata(void) {
     pass("languages from the metadata");
 }
 
+static gg_settings with(int num_beams, int num_return_sequences, int max_length, int min_length, float length_penalty,
+                        float repetition_penalty) {
+    gg_settings settings;
+    settings.num_beams = num_beams;
+    settings.num_return_sequences = num_return_sequences;
+    settings.max_length = max_length;
+    settings.min_length = min_length;
+    settings.length_penalty = length_penalty;
+    settings.repetition_penalty = repetition_penalty;
+    return settings;
+}
+
 /* Values Python's Translator refuses are refused before running, naming the setting; a negative
  * length_penalty (NAN, not a negative value, keeps the default) gives Python's strings. */
 static void settings_checked_and_negative_length_penalty(void) {
+    const float keep = (float)NAN, infinite = (float)INFINITY;
+    struct {
+        gg_settings settings;
+        const char *part; /* of the message */
+    } wrong[] = {
+        {with(0, -1, -1, -1, keep, keep), "num_beams must be at least 1, got 0"},
+        {with(-1, 0, -1, -1, keep, keep), "num_return_sequences must be at least 1, got 0"},
+        {with(-1, -1, 1, -1, keep, keep), "max_length must be at least 2, got 1"},
+        {with(-1, -1, 0, -1, keep, keep), "max_length must be at least 2, got 0"},
+        {with(-1, -1, 513, -1, keep, keep), "max_length 513 exceeds the model's 512 positions"},
+        {with(2, 3, -1, -1, keep, keep), "num_return_sequences must be between 1 and num_beams (2), got 3"},
+        {with(-1, -1, 8, 9, keep, keep), "min_length must be between 0 and max_length (8), got 9"},
+        {with(-1, -1, -1, -1, infinite, keep), "length_penalty must be finite"},
+        {with(-1, -1, -1, -1, keep, 0.0f), "repetition_penalty must be positive"},
+    };
     gg_translator *translator = open_file("demo-en-zh.onnx", 0);
     lines sources = read_lines("sources.txt"), want = read_lines("expected-length-penalty.txt");
     const char *const *texts = (const char *const *)sources.items;
     gg_settings settings;
     char **out = NULL, **usual = NULL, *error = NULL;
-    size_t row, differ = 0;
-    struct {
-        int field; /* 0 num_beams, 1 num_return_sequences, 2 max_length, 3 min_length */
-        int value;
-        const char *part;
-    } ints[] = {{0, 0, "num_beams must be at least 1"},
-                {1, 0, "num_return_sequences must be at least 1"},
-                {2, 1, "max_length must be at least 2"},
-                {2, 0, "max_length must be at least 2"},
-                {2, 513, "max_length 513 exceeds the model's 512 positions"}};
-    size_t at;
-    for (at = 0; at < sizeof ints / sizeof ints[0]; ++at) {
-        settings = gg_default_settings();
-        if (ints[at].field == 0) settings.num_beams = ints[at].value;
-        if (ints[at].field == 1) settings.num_return_sequences = ints[at].value;
-        if (ints[at].field == 2) settings.max_length = ints[at].value;
-        expect_error(ints[at].part, gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &settings, &out, &error),
-                     GG_BAD_ARGUMENT, &error, ints[at].part);
-        if (out != NULL) die(ints[at].part, "returned translations");
+    size_t row, at, differ = 0;
+    for (at = 0; at < sizeof wrong / sizeof wrong[0]; ++at) {
+        expect_error(wrong[at].part,
+                     gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &wrong[at].settings, &out, &error),
+                     GG_BAD_ARGUMENT, &error, wrong[at].part);
+        if (out != NULL) die(wrong[at].part, "returned translations");
     }
-    settings = gg_default_settings();
-    settings.num_beams = 2;
-    settings.num_return_sequences = 3;
-    expect_error("more sequences than beams",
-                 gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &settings, &out, &error),
-                 GG_BAD_ARGUMENT, &error, "num_return_sequences must be between 1 and num_beams (2), got 3");
-    settings = gg_default_settings();
-    settings.max_length = 8;
-    settings.min_length = 9;
-    expect_error("min_length over max_length",
-                 gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &settings, &out, &error),
-                 GG_BAD_ARGUMENT, &error, "min_length must be between 0 and max_length (8), got 9");
-    settings = gg_default_settings();
-    settings.length_penalty = (float)INFINITY;
-    expect_error("an infinite length_penalty",
-                 gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &settings, &out, &error),
-                 GG_BAD_ARGUMENT, &error, "length_penalty must be finite");
-    settings = gg_default_settings();
-    settings.repetition_penalty = 0.0f;
-    expect_error("repetition_penalty 0",
-                 gg_translate_settings(translator, texts, 1, NULL, 0, NULL, 0, &settings, &out, &error),
-                 GG_BAD_ARGUMENT, &error, "repetition_penalty must be positive");
     /* 6 beams with and without length_penalty -3: Python's strings, not the same as the default's */
     settings = gg_default_settings();
     settings.num_beams = 6;
