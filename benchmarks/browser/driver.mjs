@@ -7,7 +7,7 @@
 //
 // jobs.json: {"files": FOLDER, "chromium": PATH, "jobs": [{"model": NAME, "texts": [...], "runs": N}]}
 // (or "ids": [...] instead of "texts" for an id-level file; "threads": N for onnxruntime-web's
-// worker threads, 1 otherwise).
+// worker threads, 1 otherwise; "warmup": TEXT to translate once after loading, timed as warmupMs).
 // playwright-core and onnxruntime-web come from examples/node/node_modules (npm ci there first).
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -49,6 +49,7 @@ for (const job of config.jobs) {
     if (job.config) query.set("config", JSON.stringify(job.config));
     if (job.data) query.set("data", job.data);
     if (job.threads) query.set("threads", String(job.threads)); // worker threads: the server isolates the page
+    if (job.warmup !== undefined) query.set("warmup", job.warmup); // a text translated once after loading, apart
     await page.goto(`${origin}/index.html?${query}`);
     await page.waitForFunction(() => window.benchmarkResult !== undefined, null, { timeout: 1_800_000 });
     result = await page.evaluate(() => window.benchmarkResult);
