@@ -45,6 +45,14 @@ Matrix = TypeVar("Matrix")
 # Rows quantized at a time: bounds the float temporaries (NLLB's 256k-token table is 1 GB whole).
 ROWS_PER_BLOCK = 64
 
+# The largest int8 code. With 127, x86 CPUs without VNNI (AVX2; AVX-512 before VNNI) can give other
+# tokens than VNNI and ARM CPUs: ONNX Runtime's u8×s8 instruction there adds two products into 16
+# bits with saturation, and 255·127·2 overflows (255·63·2 would not). Measured under QEMU's Haswell
+# with benchmarks/int8_cpus.py, which exports with 127 and 63; 63 is not the default yet because
+# with it the older runtimes of tests/test_compat_matrix.py (1.17-1.24) translate 3 of 48 rows of
+# the random-weight NLLB and M2M100 int8 files differently from 1.32 (docs/status.md).
+INT8_CODE_MAX = 127
+
 
 def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``weight`` [in, out] → int8 [in, out] and float32 scales [out] with w ≈ q · scale.
@@ -59,11 +67,12 @@ def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     peak = np.zeros(weight.shape[1], dtype=weight.dtype)
     for start in rows:
         np.maximum(peak, np.abs(weight[start : start + ROWS_PER_BLOCK]).max(axis=0), out=peak)
-    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    scale = np.where(peak > 0, peak / INT8_CODE_MAX, 1.0).astype(np.float32)
     quantized = np.empty(weight.shape, dtype=np.int8)
     for start in rows:
         block = weight[start : start + ROWS_PER_BLOCK]
-        quantized[start : start + ROWS_PER_BLOCK] = np.clip(np.rint(block / scale), -127, 127).astype(np.int8)
+        codes = np.clip(np.rint(block / scale), -INT8_CODE_MAX, INT8_CODE_MAX)
+        quantized[start : start + ROWS_PER_BLOCK] = codes.astype(np.int8)
     release_pages(weight)
     return quantized, scale
 
@@ -78,10 +87,9 @@ def _quantize_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for start in range(0, table.shape[0], ROWS_PER_BLOCK):
         block = table[start : start + ROWS_PER_BLOCK]
         peak = np.abs(block).max(axis=1)
-        block_scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-        quantized[start : start + ROWS_PER_BLOCK] = np.clip(np.rint(block / block_scale[:, None]), -127, 127).astype(
-            np.int8
-        )
+        block_scale = np.where(peak > 0, peak / INT8_CODE_MAX, 1.0).astype(np.float32)
+        codes = np.clip(np.rint(block / block_scale[:, None]), -INT8_CODE_MAX, INT8_CODE_MAX)
+        quantized[start : start + ROWS_PER_BLOCK] = codes.astype(np.int8)
         scale[start : start + ROWS_PER_BLOCK] = block_scale
         release_pages(block)
     return quantized, scale
