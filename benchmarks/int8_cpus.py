@@ -5,8 +5,8 @@
 ONNX Runtime multiplies an int8 file's uint8 activations by its int8 weights with x86's u8×s8
 instruction. Without VNNI (AVX2, and AVX-512 before VNNI: Intel before Cascade Lake, AMD before
 Zen 4) that instruction adds two products into 16 bits with saturation: 255·127·2 overflows, so
-codes up to 127 (graphgen's ``weights.INT8_CODE_MAX``, and ONNX Runtime's quantizer's) give other
-sums there than on a VNNI or ARM CPU; codes up to 63 cannot overflow. This exports the
+codes up to 127 (ONNX Runtime's quantizer's, and graphgen's before 2026-12-06) give other sums
+there than on a VNNI or ARM CPU; codes up to 63 (graphgen's ``weights.INT8_CODE_MAX``) cannot. This exports the
 opus-mt-en-zh shape (random weights) as an id-level int8 file with codes up to 127 and up to 63,
 and runs 4 inputs greedy and with 4 beams on
 this CPU and under ``qemu-x86_64 -cpu Haswell`` (AVX2, no AVX-512, no VNNI: ONNX Runtime picks its

@@ -57,6 +57,24 @@ def test_int8_stores_matrices_as_int8(exported: tuple[Path, Path]) -> None:
     assert exported[1].stat().st_size - shared < 0.4 * (exported[0].stat().st_size - shared)
 
 
+def test_int8_codes_fit_every_cpus_products(exported: tuple[Path, Path]) -> None:
+    """Every int8 weight within -63..63: x86 CPUs without VNNI add two u8×s8 products into 16 bits
+    with saturation, which codes up to 127 overflow (255·127·2 > 32767), giving other tokens there
+    than on a VNNI or ARM CPU (measured under QEMU's Haswell, benchmarks/int8_cpus.py)."""
+    model = onnx.load(str(exported[1]))
+    tensors = {t.name: t for t in all_initializers(model.graph)}
+    weights = {n.input[1] for n in all_nodes(model.graph) if n.op_type == "DynamicQuantizeMatMul"}
+    assert len(weights) >= 10, weights  # the demo's layers and the output projection
+    codes = [t for t in tensors.values() if t.data_type == onnx.TensorProto.INT8]
+    assert weights <= {t.name for t in codes}
+    for tensor in codes:
+        values = onnx.numpy_helper.to_array(tensor)
+        assert np.abs(values.astype(np.int16)).max() <= 63, tensor.name
+    # the scales use the whole range: each column's largest magnitude is 63
+    projection = onnx.numpy_helper.to_array(tensors[sorted(weights)[0]])
+    assert np.abs(projection.astype(np.int16)).max(axis=0).min() == 63
+
+
 def _int8_lookups(path: Path) -> tuple[dict[str, onnx.TensorProto], list[onnx.NodeProto], list[onnx.NodeProto]]:
     """The file's initializers, its Gathers of int8 tables, and its int8 output projections."""
     model = onnx.load(str(path))

@@ -6,7 +6,8 @@ layer (``matmul``; ``fused_matmul`` for several that share an input), the output
 the embedding lookup; the layers never ask which format they have. Every array is quantized once
 per export, however many graphs read it.
 
-int8 (``Int8Weights``): symmetric, one scale per output column. Linear layers run as com.microsoft
+int8 (``Int8Weights``): symmetric, one scale per output column, codes -63..63 (``INT8_CODE_MAX``:
+no CPU's kernel saturates). Linear layers run as com.microsoft
 ``DynamicQuantizeMatMul`` (activations quantized per call, weights int8). An embedding table is
 quantized with one scale per token and stored transposed, ``[d_model, vocab]``: when tied, the
 output projection reads it as it is (its output columns are the tokens), and the embedding lookup
@@ -45,13 +46,13 @@ Matrix = TypeVar("Matrix")
 # Rows quantized at a time: bounds the float temporaries (NLLB's 256k-token table is 1 GB whole).
 ROWS_PER_BLOCK = 64
 
-# The largest int8 code. With 127, x86 CPUs without VNNI (AVX2; AVX-512 before VNNI) can give other
-# tokens than VNNI and ARM CPUs: ONNX Runtime's u8×s8 instruction there adds two products into 16
-# bits with saturation, and 255·127·2 overflows (255·63·2 would not). Measured under QEMU's Haswell
-# with benchmarks/int8_cpus.py, which exports with 127 and 63; 63 is not the default yet because
-# with it the older runtimes of tests/test_compat_matrix.py (1.17-1.24) translate 3 of 48 rows of
-# the random-weight NLLB and M2M100 int8 files differently from 1.32 (docs/status.md).
-INT8_CODE_MAX = 127
+# The largest int8 code: 7 bits of magnitude, not 8. ONNX Runtime multiplies the uint8 activations by
+# the int8 weights with x86's u8×s8 instruction, which on CPUs without VNNI (AVX2, and AVX-512
+# before VNNI: Intel before Cascade Lake, AMD before Zen 4) adds two products into 16 bits with
+# saturation: 255·127·2 overflows, 255·63·2 does not. With codes up to 63 every x86 and ARM kernel
+# sums exactly, so a file gives the same tokens on every CPU (measured under QEMU's Haswell:
+# benchmarks/int8_cpus.py, which also exports with 127 to show the difference).
+INT8_CODE_MAX = 63
 
 
 def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
