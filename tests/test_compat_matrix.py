@@ -135,9 +135,9 @@ def _one_at_a_time(batches: list[dict[str, list[str]]]) -> list[dict[str, list[s
     """Each text of ``batches`` as a batch of its own, with its languages.
 
     What the random-weight int8 file is compared on: in a batch, one activation scale per tensor
-    couples the rows (docs/status.md), padding positions included, whose values runtimes compute
-    differently without consequence in float (1.17-1.24 against 1.32: 3 of 48 rows of NLLB's in
-    batches of 16, none one at a time)."""
+    couples the rows (docs/status.md), so a difference in the last bits anywhere in the batch can
+    move every row's rounding (1.17-1.24 against 1.32: 3 of 48 rows of NLLB's in batches of 16,
+    none one at a time; which op differs was not traced)."""
     rows = []
     for batch in batches:
         for row, text in enumerate(batch["text"]):
