@@ -308,7 +308,7 @@ def test_a_decoding_step_waits_for_the_gpu_only_at_its_end(text_file_kinds: dict
     counts and conditions (computed on the GPU from the graph inputs), the first step's condition,
     beam search's GatherND and Pad on the int32 sequences (no CUDA kernel for int32)."""
     problems = {}
-    # the int8 file is for CPUs: ONNX Runtime has no CUDA kernel of its DynamicQuantizeMatMul
+    # the int8 file is for CPUs (its integer products), and the model holds no quantization kernels
     files = {name: path for name, path in text_file_kinds.items() if "int8" not in name}
     for name, path in {**files, "mbart50-forced-eos": _forced_eos_file(tmp_path)}.items():
         placement = cuda_copies.place(cuda_copies.basic_graph(path))

@@ -7,12 +7,16 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from graphgen.custom_ops.builder import GraphBuilder
+from onnx import TensorProto
 
 from graphgen import Translator, export
 from graphgen._graphs import all_initializers, all_nodes
-from graphgen.testing import demo_test_pairs
+from graphgen.model.weights import quantize_columns, row_quantized_matmul
+from graphgen.testing import builder_model, demo_test_pairs, open_session
 
 PAIRS = demo_test_pairs()
+INT8_MATMUL = "MatMulIntegerToFloat"
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +36,54 @@ def test_int8_translations(exported: tuple[Path, Path]) -> None:
     # Measured: 300/300 identical to fp32, 299/300 correct (docs/performance.md).
     assert same / len(sources) >= 0.98, same
     assert correct / len(sources) >= 0.95, correct
+
+
+def test_int8_input_translates_alike_in_any_batch(exported: tuple[Path, Path]) -> None:
+    """An input's tokens and score are the same bits alone and in any batch: each row of every int8
+    product is quantized with its own scale. With one scale per tensor (ONNX Runtime's
+    ``DynamicQuantizeMatMul``, graphgen's int8 until 2026-12-07) none of these 48 scores was the
+    same bits in a batch of 16 as alone (measured; the tokens stayed, here)."""
+    sources = [source for source, _ in PAIRS[:48]]
+    translator = Translator(exported[1])
+    alone = [translator.run([source], num_beams=4) for source in sources]
+    mixed = sources[::2] + sources[1::2]  # other neighbours and other paddings than in order
+    for batch in (sources, mixed):
+        for start in range(0, len(batch), 16):
+            together = translator.run(batch[start : start + 16], num_beams=4)
+            for row, source in enumerate(batch[start : start + 16]):
+                single = alone[sources.index(source)]
+                assert together["translation"][row, 0] == single["translation"][0, 0], source
+                assert together["sequence_scores"][row, 0] == single["sequence_scores"][0, 0], source
+
+
+def test_row_quantized_product() -> None:
+    """One int8 product against numpy: the integer sums exactly, each row by its own scale; an
+    all-zero row (padding) gives the bias, not 0/0; a row gives the same bits alone and in a batch."""
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((40, 24)).astype(np.float32)
+    codes, scales = quantize_columns(weight)
+    bias = rng.standard_normal(24).astype(np.float32)
+    x = rng.standard_normal((5, 40)).astype(np.float32) * np.array([[1e-3], [1.0], [0.0], [300.0], [1.0]], np.float32)
+    b = GraphBuilder("product")
+    b.input("x", TensorProto.FLOAT, ["rows", 40])
+    out = row_quantized_matmul(b, "x", b.derived("codes", codes), b.derived("scales", scales), b.derived("bias", bias))
+    b.output(out, "y", TensorProto.FLOAT, ["rows", 24])
+    session = open_session(builder_model(b, b.inputs))
+    together = session.run(["y"], {"x": x})[0]
+    for row in range(len(x)):
+        np.testing.assert_array_equal(session.run(["y"], {"x": x[row : row + 1]})[0][0], together[row])
+    np.testing.assert_array_equal(together[2], bias)
+    largest = np.abs(x).max(axis=1, keepdims=True)
+    step = np.float32(1 / 127)
+    quantized = np.clip(np.rint(x / np.maximum(largest, np.finfo(np.float32).tiny) / step), -127, 127)
+    sums = quantized.astype(np.int64) @ codes.astype(np.int64)
+    expected = sums.astype(np.float32) * step * scales * largest + bias
+    np.testing.assert_allclose(together, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+    # and close to the float product: 7 bits of activation, 6 of weight
+    float_product = x @ weight + bias
+    for row in (0, 1, 3, 4):
+        error = np.abs(together[row] - float_product[row]).max()
+        assert error < 0.05 * np.abs(x[row]).max() * np.abs(weight).max() * np.sqrt(40), (row, error)
 
 
 def test_int8_stores_matrices_as_int8(exported: tuple[Path, Path]) -> None:
@@ -63,7 +115,7 @@ def test_int8_codes_fit_every_cpus_products(exported: tuple[Path, Path]) -> None
     than on a VNNI or ARM CPU (measured under QEMU's Haswell, benchmarks/int8_cpus.py)."""
     model = onnx.load(str(exported[1]))
     tensors = {t.name: t for t in all_initializers(model.graph)}
-    weights = {n.input[1] for n in all_nodes(model.graph) if n.op_type == "DynamicQuantizeMatMul"}
+    weights = {n.input[1] for n in all_nodes(model.graph) if n.op_type == INT8_MATMUL}
     assert len(weights) >= 10, weights  # the demo's layers and the output projection
     codes = [t for t in tensors.values() if t.data_type == onnx.TensorProto.INT8]
     assert weights <= {t.name for t in codes}
@@ -87,7 +139,7 @@ def _int8_lookups(path: Path) -> tuple[dict[str, onnx.TensorProto], list[onnx.No
     ]
     assert gathers, "no lookup of an int8 table"
     vocab = max(max(tensors[n.input[0]].dims) for n in gathers)
-    projections = [n for n in nodes if n.op_type == "DynamicQuantizeMatMul" and tensors[n.input[1]].dims[-1] == vocab]
+    projections = [n for n in nodes if n.op_type == INT8_MATMUL and tensors[n.input[1]].dims[-1] == vocab]
     assert projections, "no int8 output projection over the vocabulary"
     return tensors, gathers, projections
 

@@ -48,8 +48,9 @@ def add_parser(commands: Any) -> None:
     export.add_argument(
         "--int8",
         action="store_true",
-        help="store weights as int8 (per-column scales, dynamic activation quantization): about 4x smaller "
-        "and faster on CPU, with a small accuracy cost measured in docs/performance.md",
+        help="store weights as int8 (per-column scales; activations quantized per row as it runs, so an input "
+        "translates the same in any batch): about 4x smaller and faster on CPU, with a small accuracy cost "
+        "measured in docs/performance.md",
     )
     export.add_argument(
         "--int4",

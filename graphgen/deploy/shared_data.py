@@ -1,6 +1,6 @@
 """One weight, two initializers over the same bytes of the data file: a packed copy and a mapped one.
 
-ONNX Runtime's CPU kernels for matrix products (``MatMul``, ``Gemm``, ``DynamicQuantizeMatMul``,
+ONNX Runtime's CPU kernels for matrix products (``MatMul``, ``Gemm``, ``MatMulIntegerToFloat``,
 ``MatMulNBits``) copy a constant weight into a layout of their own when the session loads
 ("prepacking") and free the original once no other node reads it. A tied embedding table is read by
 the output projection (prepacked) and by the embedding lookups (``Gather``, which reads the

@@ -7,8 +7,10 @@ the embedding lookup; the layers never ask which format they have. Every array i
 per export, however many graphs read it.
 
 int8 (``Int8Weights``): symmetric, one scale per output column, codes -63..63 (``INT8_CODE_MAX``:
-no CPU's kernel saturates). Linear layers run as com.microsoft
-``DynamicQuantizeMatMul`` (activations quantized per call, weights int8). An embedding table is
+no CPU's kernel saturates). A linear layer quantizes its activations per row, each token of each
+input with its own scale, and multiplies in integers with com.microsoft ``MatMulIntegerToFloat``
+(``row_quantized_matmul``): an input's translation does not depend on the other inputs of its
+batch (nor, measured on 1.17-1.32, on the ONNX Runtime release). An embedding table is
 quantized with one scale per token and stored transposed, ``[d_model, vocab]``: when tied, the
 output projection reads it as it is (its output columns are the tokens), and the embedding lookup
 gathers columns of the same array, so the table is stored once. In a file whose weights are
@@ -53,6 +55,12 @@ ROWS_PER_BLOCK = 64
 # sums exactly, so a file gives the same tokens on every CPU (measured under QEMU's Haswell:
 # benchmarks/int8_cpus.py, which also exports with 127 to show the difference).
 INT8_CODE_MAX = 63
+# Activation codes: each row is divided by its largest magnitude and quantized to -127..127, stored as
+# uint8 around ACTIVATION_ZERO_POINT (1..255: with the weights' 63, two products fit 16 bits).
+ACTIVATION_CODE_MAX = 127
+ACTIVATION_ZERO_POINT = 128
+# The smallest row range divided by: an all-zero row (padding) quantizes to zeros instead of 0/0.
+SMALLEST_ROW_RANGE = float(np.finfo(np.float32).tiny)
 
 
 def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -123,8 +131,9 @@ class DeferredMatrices(Generic[Matrix]):
 
 
 class Int8Weights:
-    """int8 matrices with a float scale per output column (``DynamicQuantizeMatMul``), each quantized
-    once as it is written out (``DeferredMatrices``), however many subgraphs read it."""
+    """int8 matrices with a float scale per output column, multiplied by activations quantized per row
+    (``row_quantized_matmul``), each quantized once as it is written out (``DeferredMatrices``),
+    however many subgraphs read it."""
 
     def __init__(self, spec: ModelSpec, *, row_lookups: bool = False) -> None:
         self.spec = spec
@@ -146,11 +155,6 @@ class Int8Weights:
 
     def _scales(self, key: str) -> Callable[[], np.ndarray]:
         return self._matrices.array(key, "scales", lambda quantized: quantized[1])
-
-    def _outputs(self, key: str) -> int:
-        if key.startswith("table:"):
-            return int(self.spec.weights[key.removeprefix("table:")].shape[0])
-        return sum(int(self.spec.weights[name].shape[1]) for name in key.split("+"))
 
     # -- what the transformer's layers call ------------------------------------------------------
 
@@ -178,11 +182,32 @@ class Int8Weights:
         return b.mul(values, token_scale)
 
     def _matmul(self, b: GraphBuilder, x: str, name: str, key: str, bias: str) -> str:
-        outputs = self._outputs(key)
-        zero = b.derived(f"int8_zero_points_{outputs}", np.zeros(outputs, dtype=np.int8))
         codes = b.derived(f"{name}.int8", self._codes(key))
         scales = b.derived(f"{name}.scale", self._scales(key))
-        return b.op("DynamicQuantizeMatMul", [x, codes, scales, zero, bias], domain=MS_DOMAIN)
+        return row_quantized_matmul(b, x, codes, scales, bias)
+
+
+def row_quantized_matmul(b: GraphBuilder, x: str, codes: str, scales: str, bias: str = "") -> str:
+    """``x`` ``[..., in]`` float times int8 ``codes`` ``[in, out]`` with ``scales`` ``[out]``, plus ``bias``.
+
+    Each row of ``x`` is quantized with its own scale (its largest magnitude over 127), so a row's
+    result depends on that row alone: exactly, since the products are summed in integers. ONNX
+    Runtime's ``DynamicQuantizeMatMul`` (one node) quantizes the whole tensor with one scale instead,
+    which couples every row of a batch, beams included, to the largest activation in it: 1 of 16 demo
+    inputs changed tokens with its batch, and runtimes 1.17-1.24 and 1.32 then translated 3 of 48 rows
+    of an NLLB file differently. The price is seven more nodes per matrix: 8-15% more time on the
+    opus-mt shape and 3-13% on NLLB-600M's (benchmarks/int8_rows_report.md). ``MatMulIntegerToFloat`` takes
+    only one activation scale, so the row's scale multiplies its results afterwards, and the bias
+    is added after that.
+    """
+    largest = b.op("ReduceMax", [b.op("Abs", [x]), b.derived("int8_row_axis", i64(-1))], keepdims=1)
+    largest = b.op("Max", [largest, b.derived("int8_smallest_row_range", np.array(SMALLEST_ROW_RANGE, np.float32))])
+    step = b.derived("int8_activation_step", np.array(1 / ACTIVATION_CODE_MAX, np.float32))
+    zero = b.derived("int8_activation_zero_point", np.array(ACTIVATION_ZERO_POINT, np.uint8))
+    activations = b.op("QuantizeLinear", [b.op("Div", [x, largest]), step, zero])
+    products = b.op("MatMulIntegerToFloat", [activations, codes, step, scales, zero], domain=MS_DOMAIN)
+    scaled = b.mul(products, largest)
+    return b.add(scaled, bias) if bias else scaled
 
 
 # MatMulNBits' accuracy_level: 0 dequantizes the weights and multiplies in float32; 4 also

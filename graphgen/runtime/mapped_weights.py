@@ -42,7 +42,8 @@ SMALLEST_MAPPED = 4096
 PREPACKED_INPUTS: dict[tuple[str, str], frozenset[int]] = {
     ("", "MatMul"): frozenset({1}),
     ("", "Gemm"): frozenset({1}),
-    ("com.microsoft", "DynamicQuantizeMatMul"): frozenset({1}),
+    ("com.microsoft", "DynamicQuantizeMatMul"): frozenset({1}),  # int8 files before 2026-12-07
+    ("com.microsoft", "MatMulIntegerToFloat"): frozenset({1}),
     ("com.microsoft", "MatMulNBits"): frozenset({1, 2}),
 }
 # The twin of weight W is named W + UNPACKED: the same bytes, for the readers that do not prepack.

@@ -151,6 +151,16 @@ describe("onnxruntime-web's WebGPU provider in headless Chromium (SwiftShader's 
     assert.deepEqual(result.translations, rows.filter((row) => row[1] === target).slice(0, 8).map((row) => row[3]));
   });
 
+  // int8: the integer products run on the WebAssembly side, the rows' scales on WebGPU
+  test("the page translates with an --int8 file on WebGPU as Python does", async () => {
+    const result = await pageResult(
+      { model: "demo-en-zh-int8.onnx", sources: "sources.txt", count: "4", batch: "4", ep: "webgpu" },
+      gpuBrowser,
+    );
+    assert.equal(result.webgpu, true);
+    assert.deepEqual(result.translations, (await lines("expected-int8.txt")).slice(0, 4));
+  });
+
   // int4 in blocks of 32: onnxruntime-web 1.31's WebGPU MatMulNBits computes blocks of 64 (the
   // default) and 128 wrongly, so a page on WebGPU takes an --int4-block-size 32 file
   test("the page translates with an --int4-block-size 32 file on WebGPU as Python does", async () => {

@@ -85,6 +85,16 @@ for (const [name, ort] of Object.entries(runtimes)) {
       assert.deepEqual(batched, await lines("expected-int4.txt"));
     });
 
+    test("the --int8 file gives Python's translations, which Python made one text at a time", async () => {
+      const translator = await openTranslator(ort, `${fixtures}demo-en-zh-int8.onnx`);
+      assert.equal(translator.info.precision, "int8");
+      const batched = [];
+      for (let start = 0; start < 32; start += 16) {
+        batched.push(...(await translate(translator, sources.slice(start, start + 16))));
+      }
+      assert.deepEqual(batched, await lines("expected-int8.txt"));
+    });
+
     test("the --fp16 file gives Python's translations", async () => {
       const translator = await openTranslator(ort, `${fixtures}demo-en-zh-fp16.onnx`);
       assert.equal(translator.info.precision, "float16");
