@@ -63,7 +63,7 @@ from graphgen.custom_ops.utf8 import join_bytes
 from graphgen.deploy.save import StreamedWeights
 from graphgen.model.placement import Initializer, WeightValues, add_initializers, attach_weights
 from graphgen.model.spec import ModelSpec
-from graphgen.model.weights import INT4_BLOCK
+from graphgen.model.weights import INT4_BLOCK, INT8_ACTIVATIONS
 from graphgen.passes.compat import MIN_EXTENSIONS, MIN_ONNXRUNTIME
 from graphgen.search import SEARCHES
 from graphgen.search.io import (
@@ -113,6 +113,8 @@ def metadata(
     }
     if quantization == "int4":  # hosts whose kernels take only some block sizes read it (WebGPU: 16, 32)
         props[Key.INT4_BLOCK_SIZE] = str(int4_block)
+    if quantization == "int8":  # files from before it (one scale per tensor) lack the key
+        props[Key.INT8_ACTIVATIONS] = INT8_ACTIVATIONS
     return props
 
 

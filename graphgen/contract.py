@@ -178,6 +178,7 @@ class Key:
     SEARCH = "graphgen.search"
     PRECISION = "graphgen.precision"  # float32, float16, int8 or int4
     INT4_BLOCK_SIZE = "graphgen.int4_block_size"  # int4 files: inputs per scale (export --int4-block-size)
+    INT8_ACTIVATIONS = "graphgen.int8_activations"  # int8 files: "row" (one scale per row; since 2026-12-07)
     GENERATION_DEFAULTS = "graphgen.generation_defaults"
     CUSTOM_OP_DOMAINS = "graphgen.custom_op_domains"
     MAX_POSITIONS = "graphgen.max_positions"
@@ -226,6 +227,15 @@ class FileInfo:
     def int4_block_size(self) -> int | None:
         """An int4 file's inputs per scale (None for other files, and int4 files from before it was recorded)."""
         return int(self.metadata[Key.INT4_BLOCK_SIZE]) if Key.INT4_BLOCK_SIZE in self.metadata else None
+
+    @property
+    def int8_activations(self) -> str | None:
+        """How an int8 file quantizes its activations: ``"row"`` (each row its own scale, so an input's
+        result does not depend on its batch) or ``"tensor"`` (one scale for the whole batch: files
+        exported before 2026-12-07, which do not record it); None for other files."""
+        if self.precision != "int8":
+            return None
+        return self.metadata.get(Key.INT8_ACTIVATIONS, "tensor")
 
     @property
     def generation_defaults(self) -> dict[str, Any]:

@@ -109,6 +109,23 @@ def test_the_command(files: dict[str, Path], capsys: pytest.CaptureFixture[str])
     assert "weights in external.onnx.data" in capsys.readouterr().out
 
 
+def test_int8_activations(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An int8 file says that it quantizes per row; one without the entry (exported before 2026-12-07,
+    one scale per tensor) is named as batch-dependent, with the remedy."""
+    assert read_file_info(files["int8"]).int8_activations == "row"
+    assert read_file_info(files["marian-onnx"]).int8_activations is None
+    assert main(["info", str(files["int8"])]) == 0
+    assert "int8, activations quantized per row" in capsys.readouterr().out
+    older = onnx.load(str(files["int8"]))
+    kept = [entry for entry in older.metadata_props if entry.key != "graphgen.int8_activations"]
+    del older.metadata_props[:]
+    older.metadata_props.extend(kept)
+    onnx.save(older, str(tmp_path / "older.onnx"))
+    assert read_file_info(tmp_path / "older.onnx").int8_activations == "tensor"
+    assert main(["info", str(tmp_path / "older.onnx")]) == 0
+    assert "per tensor (an input's result can depend on its batch: export again)" in capsys.readouterr().out
+
+
 def test_refusals(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plain = tmp_path / "plain.onnx"
     graph = onnx.helper.make_graph(

@@ -99,4 +99,8 @@ def _interface(info: FileInfo) -> str:
 def _precision(info: FileInfo) -> str:
     if info.precision == "int4":
         return f"int4 in blocks of {info.int4_block_size or 'an unrecorded size'}"
+    if info.int8_activations == "tensor":
+        return "int8, activations quantized per tensor (an input's result can depend on its batch: export again)"
+    if info.int8_activations is not None:
+        return f"int8, activations quantized per {info.int8_activations}"
     return str(info.precision)

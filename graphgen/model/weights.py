@@ -59,6 +59,8 @@ INT8_CODE_MAX = 63
 # uint8 around ACTIVATION_ZERO_POINT (1..255: with the weights' 63, two products fit 16 bits).
 ACTIVATION_CODE_MAX = 127
 ACTIVATION_ZERO_POINT = 128
+# What the file's metadata records of it (contract.Key.INT8_ACTIVATIONS).
+INT8_ACTIVATIONS = "row"
 # The smallest row range divided by: an all-zero row (padding) quantizes to zeros instead of 0/0.
 SMALLEST_ROW_RANGE = float(np.finfo(np.float32).tiny)
 

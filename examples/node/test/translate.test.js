@@ -76,33 +76,29 @@ for (const [name, ort] of Object.entries(runtimes)) {
       assert.deepEqual(got, mixed.map((row) => row[3]));
     });
 
-    test("the --int4 file (MatMulNBits) gives Python's translations", async () => {
-      const translator = await openTranslator(ort, `${fixtures}demo-en-zh-int4.onnx`);
+    /** The first `count` demo sources through `file`, in batches of 16, against Python's `expected`. */
+    async function matchesPython(file, count, expected) {
+      const translator = await openTranslator(ort, `${fixtures}${file}`);
       const batched = [];
-      for (let start = 0; start < 64; start += 16) {
+      for (let start = 0; start < count; start += 16) {
         batched.push(...(await translate(translator, sources.slice(start, start + 16))));
       }
-      assert.deepEqual(batched, await lines("expected-int4.txt"));
+      assert.deepEqual(batched, await lines(expected));
+      return translator;
+    }
+
+    test("the --int4 file (MatMulNBits) gives Python's translations", async () => {
+      await matchesPython("demo-en-zh-int4.onnx", 64, "expected-int4.txt");
     });
 
     test("the --int8 file gives Python's translations, which Python made one text at a time", async () => {
-      const translator = await openTranslator(ort, `${fixtures}demo-en-zh-int8.onnx`);
+      const translator = await matchesPython("demo-en-zh-int8.onnx", 32, "expected-int8.txt");
       assert.equal(translator.info.precision, "int8");
-      const batched = [];
-      for (let start = 0; start < 32; start += 16) {
-        batched.push(...(await translate(translator, sources.slice(start, start + 16))));
-      }
-      assert.deepEqual(batched, await lines("expected-int8.txt"));
     });
 
     test("the --fp16 file gives Python's translations", async () => {
-      const translator = await openTranslator(ort, `${fixtures}demo-en-zh-fp16.onnx`);
+      const translator = await matchesPython("demo-en-zh-fp16.onnx", 32, "expected-fp16.txt");
       assert.equal(translator.info.precision, "float16");
-      const batched = [];
-      for (let start = 0; start < 32; start += 16) {
-        batched.push(...(await translate(translator, sources.slice(start, start + 16))));
-      }
-      assert.deepEqual(batched, await lines("expected-fp16.txt"));
     });
 
     test("a translator's info is the file's metadata, read as Python reads it, from a path or bytes", async () => {
