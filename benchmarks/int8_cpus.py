@@ -26,6 +26,8 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
+from systems import cpu_model  # this folder is sys.path[0] when run as a script
+
 HERE = Path(__file__).resolve().parent
 
 EXPORT = """
@@ -87,9 +89,8 @@ def main() -> None:
                 print(f"codes up to {top}, {beams} beam(s): {same}/{len(a['sequences'])} rows the same; {score:.2g}")
     import onnxruntime
 
-    cpuinfo = Path("/proc/cpuinfo").read_text()
-    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), "")
-    vnni = "with" if "avx512_vnni" in cpuinfo.split() else "without"
+    cpu = cpu_model()
+    vnni = "with" if "avx512_vnni" in Path("/proc/cpuinfo").read_text().split() else "without"
     lines = [
         "# int8 files on x86 CPUs without VNNI",
         "",

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 from datetime import date
 from pathlib import Path
+
+from systems import cpu_model  # this folder is sys.path[0] when run as a script
 
 HERE = Path(__file__).resolve().parent
 SCHEMES = ("row", "tensor")
@@ -158,14 +159,7 @@ def main() -> None:
             checkpoint = full_size_family_checkpoint(work / "nllb", "nllb")
             speed_lines += speed("NLLB-600M", checkpoint, work, FULL_SIZE_EOS, args.rounds)
         quality_lines = demo_quality(work)
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.processor(),
-    )
+    cpu = cpu_model()
     lines = [
         "# int8 activations: a scale per row against one per tensor",
         "",
