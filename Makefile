@@ -43,7 +43,7 @@ test: $(VENV)/.installed
 # onnxruntime-web, and a page in headless Chromium), Rust (cargo test: the ort crate), Go (go
 # test: onnxruntime_go) and C/C++ (ONNX Runtime's C API; its header comes with the onnxruntime_go
 # module, the only package here that ships it), the last three on the ONNX Runtime library of the
-# Python wheel.
+# Python wheel; the C example's command line also on Linux/ARM64, emulated by QEMU.
 EXAMPLES := build/examples
 ORT_LIB = $$($(CURDIR)/$(PY) -c 'import onnxruntime, pathlib; print(next((pathlib.Path(onnxruntime.__file__).parent / "capi").glob("libonnxruntime.so.*")))')
 ORT_INCLUDE = $$(go mod download github.com/yalue/onnxruntime_go && go list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go)
@@ -51,8 +51,13 @@ CHROMIUM ?= /usr/bin/chromium
 # ONNX Runtime 1.17.3's library (graphgen's oldest runtime), which the C example is also run on: the
 # Maven jar's copy (its Python wheel has none).
 ORT_OLDEST := build/ort-1.17.3/libonnxruntime.so
+ORT_OLDEST_ARM64 := build/ort-1.17.3/linux-aarch64/libonnxruntime.so
+# The C example also runs on Linux/ARM64 under QEMU (examples/c/Makefile, test-arm64), on
+# onnxruntime-node's linux-aarch64 library (1.31.1, installed for the Node tests) and 1.17.3's.
+ORT_LIB_ARM64 := examples/node/node_modules/onnxruntime-node/bin/napi-v6/linux/arm64/libonnxruntime.so.1
+ARM64_TOOLS := /usr/bin/aarch64-linux-gnu-gcc /usr/bin/qemu-aarch64
 
-examples: $(VENV)/.installed $(CHROMIUM) $(ORT_OLDEST)
+examples: $(VENV)/.installed $(CHROMIUM) $(ORT_OLDEST) $(ORT_OLDEST_ARM64) $(ARM64_TOOLS)
 	$(PY) examples/fixtures.py $(EXAMPLES)
 	cd examples/java && mvn -B --no-transfer-progress test
 	cd examples/node && npm ci --ignore-scripts --no-audit --no-fund && CHROMIUM=$(CHROMIUM) npm test
@@ -60,13 +65,28 @@ examples: $(VENV)/.installed $(CHROMIUM) $(ORT_OLDEST)
 	cd examples/go && ORT_LIBRARY="$(ORT_LIB)" GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES) CGO_ENABLED=1 go test ./...
 	cd examples/go && $(MAKE) -C ../c test ORT_INCLUDE="$(ORT_INCLUDE)" ORT_LIBRARY="$(ORT_LIB)" \
 	  ORT_LIBRARY_OLDEST=$(CURDIR)/$(ORT_OLDEST) GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES)
+	cd examples/go && $(MAKE) -C ../c test-arm64 ORT_INCLUDE="$(ORT_INCLUDE)" ORT_LIBRARY_ARM64=$(CURDIR)/$(ORT_LIB_ARM64) \
+	  ORT_LIBRARY_ARM64_OLDEST=$(CURDIR)/$(ORT_OLDEST_ARM64) GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES)
 
-$(ORT_OLDEST): $(VENV)/.installed
+# $(call library_from_jar,PLATFORM): ONNX Runtime 1.17.3's library for PLATFORM out of the Maven jar
+define library_from_jar
 	mvn -B -q --no-transfer-progress dependency:copy -Dartifact=com.microsoft.onnxruntime:onnxruntime:1.17.3 \
 	  -DoutputDirectory=$(@D)
 	$(PY) -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[3]))' \
-	  $(@D)/onnxruntime-1.17.3.jar $@.partial ai/onnxruntime/native/linux-x64/libonnxruntime.so
+	  $(@D)/onnxruntime-1.17.3.jar $@.partial ai/onnxruntime/native/$(1)/libonnxruntime.so
 	mv $@.partial $@ && rm $(@D)/onnxruntime-1.17.3.jar
+endef
+
+$(ORT_OLDEST): $(VENV)/.installed
+	$(call library_from_jar,linux-x64)
+
+$(ORT_OLDEST_ARM64): $(VENV)/.installed
+	$(call library_from_jar,linux-aarch64)
+
+# A cross compiler and QEMU's user-mode emulator for the C example's Linux/ARM64 run (root installs them).
+$(ARM64_TOOLS) &:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  gcc-aarch64-linux-gnu libc6-dev-arm64-cross libstdc++6-arm64-cross qemu-user
 
 # Debian's Chromium for the browser test (a fresh machine has none; root installs it).
 /usr/bin/chromium:

@@ -16,7 +16,8 @@ Python path for them:
   translations of the first 4 sources (for onnxruntime-web's WebGPU provider);
 * ``demo-en-zh-int8.onnx`` and ``expected-int8.txt``: the file with ``--int8`` and its
   translations of the first 32 sources, each translated alone (the examples translate them in
-  batches: an int8 file gives an input the same tokens in any batch);
+  batches: an int8 file gives an input the same tokens in any batch); ``demo-en-zh-int8.ort``:
+  the same file as ``--ort`` writes it for phones (ONNX Runtime's format, optimized for ARM);
 * ``demo-en-zh-fp16.onnx`` and ``expected-fp16.txt``: the file with ``--fp16`` and its translations
   of the first 32 sources in batches of 16;
 * ``demo-en-zh-greedy.onnx`` and ``expected-greedy.txt``: a copy baked with ``num_beams=1``
@@ -101,7 +102,8 @@ def main(out: Path) -> None:
     blocks32 = graphgen.Translator(out / "demo-en-zh-int4-32.onnx").translate(sources[:4])
     (out / "expected-int4-32.txt").write_text("".join(f"{t}\n" for t in blocks32), encoding="utf-8")
 
-    graphgen.export(str(DEMO), str(out / "demo-en-zh-int8.onnx"), int8=True, progress=lambda _: None)
+    # with the .ort file mobile apps load (optimized for ARM), which the C example runs on emulated ARM64 cores
+    graphgen.export(str(DEMO), str(out / "demo-en-zh-int8.onnx"), int8=True, ort="arm", progress=lambda _: None)
     int8 = graphgen.Translator(out / "demo-en-zh-int8.onnx")
     alone = [int8.translate([source])[0] for source in sources[:32]]
     (out / "expected-int8.txt").write_text("".join(f"{t}\n" for t in alone), encoding="utf-8")
