@@ -33,11 +33,11 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "build" / "examples"
 BUILD = REPO / "examples" / "c" / "build" / "arm64"
 OLDEST = "1.17.3 (Maven jar)"
+NODE_ARM64 = REPO / "examples/node/node_modules/onnxruntime-node/bin/napi-v6/linux/arm64"
 LIBRARIES = {  # where `make examples` leaves them
-    "1.31.1 (onnxruntime-node)": REPO / "examples/node/node_modules/onnxruntime-node/bin/napi-v6/linux/arm64",
-    OLDEST: REPO / "build/ort-1.17.3/linux-aarch64",
+    "1.31.1 (onnxruntime-node)": NODE_ARM64 / "libonnxruntime.so.1",
+    OLDEST: REPO / "build/ort-1.17.3/linux-aarch64/libonnxruntime.so",
 }
-LIBRARY_FILES = {"1.31.1 (onnxruntime-node)": "libonnxruntime.so.1", OLDEST: "libonnxruntime.so"}
 # QEMU's core models, what ONNX Runtime's kernels can use on each, and cores of that kind
 CORES = {
     "cortex-a53": "ARMv8.0 NEON: no dot product, no fp16 arithmetic (Raspberry Pi 3, low-end phones)",
@@ -55,10 +55,10 @@ DEMO_FILES = (
     "demo-en-zh-fp16",
 )
 BATCH = 16  # main.c translates 16 lines per run
-# Where QEMU is too slow for the whole set, the first lines only: as `max` (SVE2, fp16) a run of the
+# Where QEMU is too slow for the whole demo set, its first lines only: as `max` (SVE2, fp16) a run of the
 # float32 demo file spends 15 s creating its session before the first sentence (5 s as a Cortex-A53)
 # and the float16 file takes about 6 s a sentence (0.3 s as a Cortex-A53).
-FIRST_LINES_ONLY = {("max", name): 32 for name in DEMO_FILES}
+DEMO_LINES_ON = {"max": 32}
 
 
 @dataclass(frozen=True)
@@ -133,12 +133,16 @@ def run_on(core: str, library: Path, case: Case) -> tuple[list[str], str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cores", default=",".join(CORES), help="QEMU core models, comma-separated")
+    parser.add_argument(
+        "--cores", default=",".join(CORES), help=f"QEMU core models, comma-separated: of {', '.join(CORES)}"
+    )
     parser.add_argument("--oldest-cores", help="the cores for ONNX Runtime 1.17.3 (default: --cores)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "arm64_report.md")
     args = parser.parse_args()
-    libraries = {version: folder / LIBRARY_FILES[version] for version, folder in LIBRARIES.items()}
-    missing = [str(path) for path in [FIXTURES / "sources.txt", *libraries.values()] if not path.exists()]
+    unknown = set(args.cores.split(",")).union((args.oldest_cores or args.cores).split(",")).difference(CORES)
+    if unknown:
+        sys.exit(f"unknown core {', '.join(sorted(unknown))}: choose from {', '.join(CORES)}")
+    missing = [str(path) for path in [FIXTURES / "sources.txt", *LIBRARIES.values()] if not path.exists()]
     if missing:
         sys.exit(f"missing {', '.join(missing)}: run `make examples` first")
     build()
@@ -147,10 +151,10 @@ def main() -> None:
     rows = []
     cores_of = {version: args.cores.split(",") for version in LIBRARIES}
     cores_of[OLDEST] = (args.oldest_cores or args.cores).split(",")
-    for version, library in libraries.items():
+    for version, library in LIBRARIES.items():
         for core in cores_of[version]:
             for whole in all_cases:
-                lines = FIRST_LINES_ONLY.get((core, whole.name), len(whole.sources))
+                lines = DEMO_LINES_ON.get(core, len(whole.sources)) if whole.name in DEMO_FILES else len(whole.sources)
                 case = Case(whole.name, whole.model, whole.languages, whole.sources[:lines], whole.expected[:lines])
                 translated, error = run_on(core, library, case)
                 same = sum(a == b for a, b in zip(translated, case.expected, strict=False))
@@ -159,16 +163,18 @@ def main() -> None:
                 print(rows[-1], flush=True)
     minutes = (time.monotonic() - started) / 60
     qemu = subprocess.run(["qemu-aarch64", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    cores = "\n".join(f"- `{core}`: {CORES.get(core, '')}" for core in args.cores.split(","))
+    ran = sorted({core for cores in cores_of.values() for core in cores}, key=list(CORES).index)
+    cores = "\n".join(f"- `{core}`: {CORES[core]}" for core in ran)
+    cut = "; ".join(f"on `{core}` the first {lines}" for core, lines in DEMO_LINES_ON.items() if core in ran)
     args.out.write_text(
         f"""# graphgen on Linux/ARM64, emulated
 
-Written by `benchmarks/arm64.py` on {date.today()} in {minutes:.0f} minutes. The C example's command line
+Written by `benchmarks/arm64.py` on {date.today()} in {minutes:.0f} min. The C example's command line
 (`examples/c/main.c`, cross-compiled with aarch64-linux-gnu-gcc) under {qemu}, as each core below,
 on ONNX Runtime's linux-aarch64 libraries; each line compared with graphgen's Python path
 (`graphgen.Translator`, which equals HF `generate` + `batch_decode`) on this machine: {cpu_model()},
 {platform.platform()}. Lines identical / lines; the demo files translate the test set's 300
-sentences, 16 per run.
+sentences, 16 per run{f" ({cut}: QEMU is too slow there)" if cut else ""}.
 
 Cores (QEMU's models; ONNX Runtime picks its kernels by the feature bits each gives):
 {cores}
