@@ -4,7 +4,8 @@
  *
  * ONNX Runtime identifies the processor with the cpuinfo library, which on Linux/ARM64 reads
  * /proc/cpuinfo. qemu-user 7.2 (Debian 12) passes the host's x86 /proc/cpuinfo through, in which
- * cpuinfo finds no ARM core and crashes (a NULL dereference while the environment is created).
+ * cpuinfo finds no ARM core and crashes (a NULL dereference while the environment is created:
+ * seen with ONNX Runtime 1.31.1; 1.17.3 starts without this library).
  * This library answers an open of /proc/cpuinfo with what an ARM64 Linux kernel would write for
  * the emulated core: one entry per processor, from its MIDR_EL1 register (which QEMU sets from its
  * -cpu model and lets user code read, as Linux does). Every other path opens unchanged. The
