@@ -8,7 +8,7 @@ DEMO_ONNX := build/demo-en-zh.onnx
 
 OPTIMUM_VENV ?= .venv-optimum
 
-.PHONY: demo test examples bench lint clean
+.PHONY: demo test examples python-arm64 bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,7 +55,10 @@ ORT_OLDEST_ARM64 := build/ort-1.17.3/linux-aarch64/libonnxruntime.so
 # The C example also runs on Linux/ARM64 under QEMU (examples/c/Makefile, test-arm64), on
 # onnxruntime-node's linux-aarch64 library (1.31.1, installed for the Node tests) and 1.17.3's.
 ORT_LIB_ARM64 := examples/node/node_modules/onnxruntime-node/bin/napi-v6/linux/arm64/libonnxruntime.so.1
-ARM64_TOOLS := /usr/bin/aarch64-linux-gnu-gcc /usr/bin/qemu-aarch64
+QEMU_ARM64 := /usr/bin/qemu-aarch64
+ARM64_TOOLS := /usr/bin/aarch64-linux-gnu-gcc $(QEMU_ARM64)
+# the emulated cores (examples/c/Makefile says which kernels each makes ONNX Runtime choose)
+ARM64_CPUS := cortex-a53 neoverse-n1 max
 
 examples: $(VENV)/.installed $(CHROMIUM) $(ORT_OLDEST) $(ORT_OLDEST_ARM64) $(ARM64_TOOLS)
 	$(PY) examples/fixtures.py $(EXAMPLES)
@@ -66,7 +69,76 @@ examples: $(VENV)/.installed $(CHROMIUM) $(ORT_OLDEST) $(ORT_OLDEST_ARM64) $(ARM
 	cd examples/go && $(MAKE) -C ../c test ORT_INCLUDE="$(ORT_INCLUDE)" ORT_LIBRARY="$(ORT_LIB)" \
 	  ORT_LIBRARY_OLDEST=$(CURDIR)/$(ORT_OLDEST) GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES)
 	cd examples/go && $(MAKE) -C ../c test-arm64 ORT_INCLUDE="$(ORT_INCLUDE)" ORT_LIBRARY_ARM64=$(CURDIR)/$(ORT_LIB_ARM64) \
-	  ORT_LIBRARY_ARM64_OLDEST=$(CURDIR)/$(ORT_OLDEST_ARM64) GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES)
+	  ARM64_CPUS="$(ARM64_CPUS)" QEMU_ARM64=$(QEMU_ARM64) ORT_LIBRARY_ARM64_OLDEST=$(CURDIR)/$(ORT_OLDEST_ARM64) GRAPHGEN_FIXTURES=$(CURDIR)/$(EXAMPLES)
+	$(MAKE) python-arm64
+
+# graphgen's own command line (`graphgen translate`, Python's `Translator`) on Linux/ARM64 (AWS
+# Graviton, Raspberry Pi OS), emulated like the C example: Debian's arm64 Python 3.11, its packages
+# unpacked into a folder, runs graphgen's wheel built from this tree and installed with the aarch64
+# wheels pip resolves for it (numpy, onnxruntime, onnxruntime-extensions). What the C run does not
+# cover: ONNX Runtime's Python build for aarch64, graphgen's runtime code there (the file mapped from
+# itself on the newest runtime; read whole on 1.20, Python's floor) and the wheel's own
+# dependencies on aarch64. The C example's /proc/cpuinfo shim is preloaded (ONNX Runtime 1.32
+# crashes under qemu-user 7.2 without it). The fixtures' strings are Python's on x86: `make
+# python-arm64` runs after `make examples` has written them.
+ARM64_PYTHON := build/arm64-python
+ARM64_PYTHON_DEBS := python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libc6 libgcc-s1 libstdc++6 \
+  zlib1g libexpat1 libffi8 libssl3 liblzma5 libbz2-1.0 libcrypt1 libuuid1
+ARM64_WHEELS := --platform manylinux2014_aarch64 --platform manylinux_2_28_aarch64 --python-version 3.11 \
+  --implementation cp --abi cp311 --only-binary=:all:
+ARM64_SHIM := examples/c/build/arm64/emulated_cpuinfo.so
+ORT_PYTHON_OLDEST := 1.20.1
+# expanded when a recipe runs, after .venv exists
+ORT_PYTHON_NEWEST = $(shell $(PY) -c 'import onnxruntime; print(onnxruntime.__version__)')
+GRAPHGEN_SOURCES := pyproject.toml $(shell find graphgen custom_ops -type f -not -path '*/__pycache__/*')
+
+$(ARM64_PYTHON)/root/.unpacked: | $(ARM64_TOOLS)
+	dpkg --print-foreign-architectures | grep -qx arm64 || { dpkg --add-architecture arm64 && apt-get update -qq; }
+	rm -rf $(@D) $(ARM64_PYTHON)/debs && mkdir -p $(ARM64_PYTHON)/debs
+	cd $(ARM64_PYTHON)/debs && apt-get download -qq -o APT::Sandbox::User=root $(ARM64_PYTHON_DEBS:=:arm64)
+	for deb in $(ARM64_PYTHON)/debs/*.deb; do dpkg-deb -x $$deb $(@D) || exit 1; done
+	rm -r $(ARM64_PYTHON)/debs && touch $@
+
+# built from a copy, so that setuptools' build/lib, which keeps files deleted since, is a fresh one
+$(ARM64_PYTHON)/wheel/.built: $(VENV)/.installed $(GRAPHGEN_SOURCES)
+	rm -rf $(@D) $(ARM64_PYTHON)/source && mkdir -p $(ARM64_PYTHON)/source
+	cp -r pyproject.toml README.md graphgen custom_ops $(ARM64_PYTHON)/source
+	$(PY) -m pip wheel --quiet --no-deps -w $(@D) $(ARM64_PYTHON)/source && rm -r $(ARM64_PYTHON)/source && touch $@
+
+$(ARM64_PYTHON)/site-%/.installed: $(ARM64_PYTHON)/wheel/.built
+	rm -rf $(@D)
+	$(PY) -m pip install --quiet --target $(@D) $(ARM64_WHEELS) "$$(ls $(<D)/graphgen-*.whl)[extensions]" onnxruntime==$*
+	touch $@
+
+$(ARM64_SHIM): examples/c/emulated_cpuinfo.c | $(ARM64_TOOLS)
+	$(MAKE) -C examples/c build/arm64/emulated_cpuinfo.so
+
+# $(call python_on_arm64,CORE,ONNX RUNTIME VERSION,MODEL [OPTIONS],SOURCES,LINES,EXPECTED): `graphgen
+# translate` over the first LINES of SOURCES on CORE, compared with the first LINES of EXPECTED
+python_on_arm64 = head -n $(5) $(4) > $(ARM64_PYTHON)/sources.txt && head -n $(5) $(6) > $(ARM64_PYTHON)/expected.txt && \
+	env -i PYTHONPATH=$(CURDIR)/$(ARM64_PYTHON)/site-$(2) $(QEMU_ARM64) -cpu $(1) -L $(ARM64_PYTHON)/root \
+	  -E LD_PRELOAD=$(CURDIR)/$(ARM64_SHIM) $(ARM64_PYTHON)/root/usr/bin/python3.11 -m graphgen translate --quiet $(3) \
+	  < $(ARM64_PYTHON)/sources.txt > $(ARM64_PYTHON)/translated.txt && \
+	cmp $(ARM64_PYTHON)/translated.txt $(ARM64_PYTHON)/expected.txt && echo "  $(1), onnxruntime $(2): $(notdir $(firstword $(3))), $(5) texts: identical" || \
+	{ echo "  $(1), onnxruntime $(2): $(notdir $(firstword $(3))) differs or failed"; exit 1; }
+python-arm64: $(VENV)/.installed $(ARM64_PYTHON)/root/.unpacked $(ARM64_SHIM)
+	$(MAKE) $(ARM64_PYTHON)/site-$(ORT_PYTHON_NEWEST)/.installed $(ARM64_PYTHON)/site-$(ORT_PYTHON_OLDEST)/.installed
+	head -n 24 $(EXAMPLES)/languages.tsv | cut -f 3 > $(ARM64_PYTHON)/nllb-sources.txt
+	head -n 24 $(EXAMPLES)/languages.tsv | cut -f 4 > $(ARM64_PYTHON)/nllb-expected.txt
+	@# on every core (their kernels differ: plain NEON; dot product; i8mm), float32 and int8
+	@for core in $(ARM64_CPUS); do \
+	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/demo-en-zh.onnx,$(EXAMPLES)/sources.txt,8,$(EXAMPLES)/expected.txt); \
+	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/demo-en-zh-int8.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected-int8.txt); \
+	done
+	@# on the first core, the other precisions, languages chosen on the command line, the
+	@# onnxruntime-extensions tokenizer, and Python's oldest ONNX Runtime
+	@core=$(firstword $(ARM64_CPUS)); \
+	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/demo-en-zh-int4.onnx,$(EXAMPLES)/sources.txt,8,$(EXAMPLES)/expected-int4.txt); \
+	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/demo-en-zh-fp16.onnx,$(EXAMPLES)/sources.txt,2,$(EXAMPLES)/expected-fp16.txt); \
+	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/nllb.onnx --source-language eng_Latn --target-language zho_Hans,$(ARM64_PYTHON)/nllb-sources.txt,24,$(ARM64_PYTHON)/nllb-expected.txt); \
+	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/demo-en-zh-extensions.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected.txt); \
+	  $(call python_on_arm64,$$core,$(ORT_PYTHON_OLDEST),$(EXAMPLES)/demo-en-zh.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected.txt); \
+	  $(call python_on_arm64,$$core,$(ORT_PYTHON_OLDEST),$(EXAMPLES)/demo-en-zh-int8.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected-int8.txt)
 
 # $(call library_from_jar,PLATFORM): ONNX Runtime 1.17.3's library for PLATFORM out of the Maven jar
 define library_from_jar

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -59,6 +60,37 @@ def test_ten_thousand_lines_equal_line_by_line_and_resume_after_kill(demo_onnx: 
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"resumed after line {written:,}" in done.stderr
     assert lines_of(resumed) == expected
+
+
+def test_a_pipe_as_input_is_read_once(demo_onnx: Path, tmp_path: Path) -> None:
+    """`-i <(zcat corpus.gz)` or a named pipe: read as it comes (no line count first), to the same lines."""
+    sources = SOURCES[:40]
+    expected = Translator(demo_onnx).translate(sources, num_beams=1)
+    fifo = tmp_path / "corpus.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out.txt"
+    command = [sys.executable, "-m", "graphgen", "translate", str(demo_onnx), "-i", str(fifo), "-o", str(out)]
+    process = subprocess.Popen([*command, "--num-beams", "1"], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while True:  # the writing end opens once graphgen has opened the reading end (ENXIO before)
+        try:
+            descriptor = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as error:
+            assert error.errno == errno.ENXIO, error
+            assert process.poll() is None, process.communicate()[1][-2000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    os.set_blocking(descriptor, True)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as writer:
+        writer.write("".join(f"{s}\n" for s in sources))
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-2000:]
+    assert lines_of(out) == expected
+    assert "40 lines" in stderr and "/40" not in stderr  # progress without a total
+
+    directory = graphgen_translate(demo_onnx, "-i", tmp_path, "-o", tmp_path / "o.txt")
+    assert directory.returncode == 2 and "neither a file nor a pipe" in directory.stderr
 
 
 def test_length_batching_keeps_order_and_results(demo_onnx: Path) -> None:

@@ -1,11 +1,13 @@
 /*
  * Lets ONNX Runtime's Linux/ARM64 library start under QEMU's user-mode emulation (`make
- * test-arm64`); preloaded into the emulated process (qemu-aarch64 -E LD_PRELOAD=...).
+ * test-arm64`, and the top Makefile's `make python-arm64`); preloaded into the emulated process
+ * (qemu-aarch64 -E LD_PRELOAD=...).
  *
  * ONNX Runtime identifies the processor with the cpuinfo library, which on Linux/ARM64 reads
  * /proc/cpuinfo. qemu-user 7.2 (Debian 12) passes the host's x86 /proc/cpuinfo through, in which
  * cpuinfo finds no ARM core and crashes (a NULL dereference while the environment is created:
- * seen with ONNX Runtime 1.31.1; 1.17.3 starts without this library).
+ * seen with ONNX Runtime 1.31.1's library and 1.32.0's Python wheel; 1.17.3 and 1.20.1 start
+ * without this library).
  * This library answers an open of /proc/cpuinfo with what an ARM64 Linux kernel would write for
  * the emulated core: one entry per processor, from its MIDR_EL1 register (which QEMU sets from its
  * -cpu model and lets user code read, as Linux does). Every other path opens unchanged. The

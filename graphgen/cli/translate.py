@@ -27,7 +27,9 @@ def add_parser(commands: Any) -> None:
     translate.add_argument("model", help="a text-level .onnx file written by graphgen export")
     translate.add_argument("text", nargs="*", help="texts to translate; read from --input or stdin when omitted")
     files = translate.add_argument_group("files")
-    files.add_argument("-i", "--input", help="file to translate, one sentence or JSON object per line ('-': stdin)")
+    files.add_argument(
+        "-i", "--input", help="file (or pipe) to translate, one sentence or JSON object per line ('-': stdin)"
+    )
     files.add_argument("-o", "--output", help="file to write, written as the run goes ('-': stdout, the default)")
     files.add_argument(
         "--format",

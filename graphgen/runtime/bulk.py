@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -228,6 +229,15 @@ def _checked_settings(
     return settings
 
 
+def _is_stream(path: Path) -> bool:
+    """A pipe or a terminal (``-i <(zcat corpus.gz)``, ``/dev/stdin``): read once, so no line count."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
 def count_lines(path: Path) -> int:
     """Lines in a file, a last line without newline included."""
     count, last = 0, b"\n"
@@ -271,15 +281,15 @@ def translate_file(
     started = time.perf_counter()
     if on_error not in ("fail", "skip"):
         raise GraphgenError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
-    if source is not None and not source.is_file():
-        raise GraphgenError(f"input {source} does not exist or is not a file")
+    if source is not None and not (source.is_file() or _is_stream(source)):
+        raise GraphgenError(f"input {source} does not exist or is neither a file nor a pipe")
     if resume and target is None:
         raise GraphgenError("--resume needs an output file (--output)")
     if source is not None and target is not None and source.resolve() == target.resolve():
         raise GraphgenError("the output file is the input file")
     report = report or (lambda error: print(f"graphgen: {error}", file=sys.stderr, flush=True))
     result = BulkResult()
-    total = count_lines(source) if source is not None else None
+    total = count_lines(source) if source is not None and source.is_file() else None  # a pipe is read once
     keep = 0
     if target is not None and target.exists() and target.stat().st_size > 0:
         if resume:
