@@ -115,12 +115,14 @@ $(ARM64_SHIM): examples/c/emulated_cpuinfo.c | $(ARM64_TOOLS)
 
 # $(call python_on_arm64,CORE,ONNX RUNTIME VERSION,MODEL [OPTIONS],SOURCES,LINES,EXPECTED): `graphgen
 # translate` over the first LINES of SOURCES on CORE, compared with the first LINES of EXPECTED
+# (-P: the installed wheel, not the tree's graphgen/ in the working directory)
 python_on_arm64 = head -n $(5) $(4) > $(ARM64_PYTHON)/sources.txt && head -n $(5) $(6) > $(ARM64_PYTHON)/expected.txt && \
 	env -i PYTHONPATH=$(CURDIR)/$(ARM64_PYTHON)/site-$(2) $(QEMU_ARM64) -cpu $(1) -L $(ARM64_PYTHON)/root \
-	  -E LD_PRELOAD=$(CURDIR)/$(ARM64_SHIM) $(ARM64_PYTHON)/root/usr/bin/python3.11 -m graphgen translate --quiet $(3) \
+	  -E LD_PRELOAD=$(CURDIR)/$(ARM64_SHIM) $(ARM64_PYTHON)/root/usr/bin/python3.11 -P -m graphgen translate --quiet $(3) \
 	  < $(ARM64_PYTHON)/sources.txt > $(ARM64_PYTHON)/translated.txt && \
 	cmp $(ARM64_PYTHON)/translated.txt $(ARM64_PYTHON)/expected.txt && echo "  $(1), onnxruntime $(2): $(notdir $(firstword $(3))), $(5) texts: identical" || \
 	{ echo "  $(1), onnxruntime $(2): $(notdir $(firstword $(3))) differs or failed"; exit 1; }
+
 python-arm64: $(VENV)/.installed $(ARM64_PYTHON)/root/.unpacked $(ARM64_SHIM)
 	$(MAKE) $(ARM64_PYTHON)/site-$(ORT_PYTHON_NEWEST)/.installed $(ARM64_PYTHON)/site-$(ORT_PYTHON_OLDEST)/.installed
 	head -n 24 $(EXAMPLES)/languages.tsv | cut -f 3 > $(ARM64_PYTHON)/nllb-sources.txt
