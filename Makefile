@@ -75,10 +75,11 @@ examples: $(VENV)/.installed $(CHROMIUM) $(ORT_OLDEST) $(ORT_OLDEST_ARM64) $(ARM
 # graphgen's own command line (`graphgen translate`, Python's `Translator`) on Linux/ARM64 (AWS
 # Graviton, Raspberry Pi OS), emulated like the C example: Debian's arm64 Python 3.11, its packages
 # unpacked into a folder, runs graphgen's wheel built from this tree and installed with the aarch64
-# wheels pip resolves for it (numpy, onnxruntime, onnxruntime-extensions). What the C run does not
-# cover: ONNX Runtime's Python build for aarch64, graphgen's runtime code there (the file mapped from
-# itself on the newest runtime; read whole on 1.20, Python's floor) and the wheel's own
-# dependencies on aarch64. The C example's /proc/cpuinfo shim is preloaded (ONNX Runtime 1.32
+# wheels pip resolves for it (numpy, onnxruntime, onnxruntime-extensions; on the newest runtime also
+# the torch-free export's transformers, onnx and sentencepiece). What the C run does not cover: ONNX
+# Runtime's Python build for aarch64, graphgen's runtime code there (the file mapped from itself on
+# the newest runtime; read whole on 1.20, Python's floor), the wheel's own dependencies on aarch64,
+# and the export, whose file must be the bytes the x86 export writes. The C example's /proc/cpuinfo shim is preloaded (ONNX Runtime 1.32
 # crashes under qemu-user 7.2 without it). The fixtures' strings are Python's on x86: `make
 # python-arm64` runs after `make examples` has written them.
 ARM64_PYTHON := build/arm64-python
@@ -87,9 +88,11 @@ ARM64_PYTHON_DEBS := python3.11-minimal libpython3.11-minimal libpython3.11-stdl
 ARM64_WHEELS := --platform manylinux2014_aarch64 --platform manylinux_2_28_aarch64 --python-version 3.11 \
   --implementation cp --abi cp311 --only-binary=:all:
 ARM64_SHIM := examples/c/build/arm64/emulated_cpuinfo.so
-ORT_PYTHON_OLDEST := 1.20.1
-# expanded when a recipe runs, after .venv exists
-ORT_PYTHON_NEWEST = $(shell $(PY) -c 'import onnxruntime; print(onnxruntime.__version__)')
+# the ONNX Runtime of each site: Python's floor, and the newest (.venv's; expanded when a recipe
+# runs, after .venv exists)
+ORT_PYTHON_oldest := 1.20.1
+ORT_PYTHON_newest = $(shell $(PY) -c 'import onnxruntime; print(onnxruntime.__version__)')
+comma := ,
 GRAPHGEN_SOURCES := pyproject.toml $(shell find graphgen custom_ops -type f -not -path '*/__pycache__/*')
 
 $(ARM64_PYTHON)/root/.unpacked: | $(ARM64_TOOLS)
@@ -105,42 +108,63 @@ $(ARM64_PYTHON)/wheel/.built: $(VENV)/.installed $(GRAPHGEN_SOURCES)
 	cp -r pyproject.toml README.md graphgen custom_ops $(ARM64_PYTHON)/source
 	$(PY) -m pip wheel --quiet --no-deps -w $(@D) $(ARM64_PYTHON)/source && rm -r $(ARM64_PYTHON)/source && touch $@
 
-$(ARM64_PYTHON)/site-%/.installed: $(ARM64_PYTHON)/wheel/.built
+# $(call arm64_site,EXTRAS,ONNX RUNTIME VERSION)
+define arm64_site
 	rm -rf $(@D)
-	$(PY) -m pip install --quiet --target $(@D) $(ARM64_WHEELS) "$$(ls $(<D)/graphgen-*.whl)[extensions]" onnxruntime==$*
+	$(PY) -m pip install --quiet --target $(@D) $(ARM64_WHEELS) "$$(ls $(<D)/graphgen-*.whl)[$(1)]" onnxruntime==$(2)
 	touch $@
+endef
+
+$(ARM64_PYTHON)/site-newest/.installed: $(ARM64_PYTHON)/wheel/.built
+	$(call arm64_site,extensions$(comma)export-safetensors,$(ORT_PYTHON_newest))
+
+$(ARM64_PYTHON)/site-oldest/.installed: $(ARM64_PYTHON)/wheel/.built
+	$(call arm64_site,extensions,$(ORT_PYTHON_oldest))
 
 $(ARM64_SHIM): examples/c/emulated_cpuinfo.c | $(ARM64_TOOLS)
 	$(MAKE) -C examples/c build/arm64/emulated_cpuinfo.so
 
-# $(call python_on_arm64,CORE,ONNX RUNTIME VERSION,MODEL [OPTIONS],SOURCES,LINES,EXPECTED): `graphgen
-# translate` over the first LINES of SOURCES on CORE, compared with the first LINES of EXPECTED
-# (-P: the installed wheel, not the tree's graphgen/ in the working directory)
+# $(call graphgen_on_arm64,CORE,SITE): the start of a `graphgen` command line on CORE with SITE's
+# packages (-P: the installed wheel, not the tree's graphgen/ in the working directory)
+graphgen_on_arm64 = env -i PYTHONPATH=$(CURDIR)/$(ARM64_PYTHON)/site-$(2) $(QEMU_ARM64) -cpu $(1) -L $(ARM64_PYTHON)/root \
+	-E LD_PRELOAD=$(CURDIR)/$(ARM64_SHIM) $(ARM64_PYTHON)/root/usr/bin/python3.11 -P -m graphgen
+
+# $(call python_on_arm64,CORE,SITE,MODEL [OPTIONS],SOURCES,LINES,EXPECTED): `graphgen translate` over
+# the first LINES of SOURCES on CORE, compared with the first LINES of EXPECTED
 python_on_arm64 = head -n $(5) $(4) > $(ARM64_PYTHON)/sources.txt && head -n $(5) $(6) > $(ARM64_PYTHON)/expected.txt && \
-	env -i PYTHONPATH=$(CURDIR)/$(ARM64_PYTHON)/site-$(2) $(QEMU_ARM64) -cpu $(1) -L $(ARM64_PYTHON)/root \
-	  -E LD_PRELOAD=$(CURDIR)/$(ARM64_SHIM) $(ARM64_PYTHON)/root/usr/bin/python3.11 -P -m graphgen translate --quiet $(3) \
-	  < $(ARM64_PYTHON)/sources.txt > $(ARM64_PYTHON)/translated.txt && \
-	cmp $(ARM64_PYTHON)/translated.txt $(ARM64_PYTHON)/expected.txt && echo "  $(1), onnxruntime $(2): $(notdir $(firstword $(3))), $(5) texts: identical" || \
-	{ echo "  $(1), onnxruntime $(2): $(notdir $(firstword $(3))) differs or failed"; exit 1; }
+	$(call graphgen_on_arm64,$(1),$(2)) translate --quiet $(3) < $(ARM64_PYTHON)/sources.txt > $(ARM64_PYTHON)/translated.txt && \
+	cmp $(ARM64_PYTHON)/translated.txt $(ARM64_PYTHON)/expected.txt && \
+	echo "  $(1), onnxruntime $(ORT_PYTHON_$(2)): $(notdir $(firstword $(3))), $(5) texts: identical" || \
+	{ echo "  $(1), onnxruntime $(ORT_PYTHON_$(2)): $(notdir $(firstword $(3))) differs or failed"; exit 1; }
 
 python-arm64: $(VENV)/.installed $(ARM64_PYTHON)/root/.unpacked $(ARM64_SHIM)
-	$(MAKE) $(ARM64_PYTHON)/site-$(ORT_PYTHON_NEWEST)/.installed $(ARM64_PYTHON)/site-$(ORT_PYTHON_OLDEST)/.installed
+	$(MAKE) $(ARM64_PYTHON)/site-newest/.installed $(ARM64_PYTHON)/site-oldest/.installed
 	head -n 24 $(EXAMPLES)/languages.tsv | cut -f 3 > $(ARM64_PYTHON)/nllb-sources.txt
 	head -n 24 $(EXAMPLES)/languages.tsv | cut -f 4 > $(ARM64_PYTHON)/nllb-expected.txt
 	@# on every core (their kernels differ: plain NEON; dot product; i8mm), float32 and int8
 	@for core in $(ARM64_CPUS); do \
-	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/demo-en-zh.onnx,$(EXAMPLES)/sources.txt,8,$(EXAMPLES)/expected.txt); \
-	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/demo-en-zh-int8.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected-int8.txt); \
+	  $(call python_on_arm64,$$core,newest,$(EXAMPLES)/demo-en-zh.onnx,$(EXAMPLES)/sources.txt,8,$(EXAMPLES)/expected.txt); \
+	  $(call python_on_arm64,$$core,newest,$(EXAMPLES)/demo-en-zh-int8.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected-int8.txt); \
 	done
 	@# on the first core, the other precisions, languages chosen on the command line, the
 	@# onnxruntime-extensions tokenizer, and Python's oldest ONNX Runtime
 	@core=$(firstword $(ARM64_CPUS)); \
-	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/demo-en-zh-int4.onnx,$(EXAMPLES)/sources.txt,8,$(EXAMPLES)/expected-int4.txt); \
-	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/demo-en-zh-fp16.onnx,$(EXAMPLES)/sources.txt,2,$(EXAMPLES)/expected-fp16.txt); \
-	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/nllb.onnx --source-language eng_Latn --target-language zho_Hans,$(ARM64_PYTHON)/nllb-sources.txt,24,$(ARM64_PYTHON)/nllb-expected.txt); \
-	  $(call python_on_arm64,$$core,$(ORT_PYTHON_NEWEST),$(EXAMPLES)/demo-en-zh-extensions.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected.txt); \
-	  $(call python_on_arm64,$$core,$(ORT_PYTHON_OLDEST),$(EXAMPLES)/demo-en-zh.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected.txt); \
-	  $(call python_on_arm64,$$core,$(ORT_PYTHON_OLDEST),$(EXAMPLES)/demo-en-zh-int8.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected-int8.txt)
+	  $(call python_on_arm64,$$core,newest,$(EXAMPLES)/demo-en-zh-int4.onnx,$(EXAMPLES)/sources.txt,8,$(EXAMPLES)/expected-int4.txt); \
+	  $(call python_on_arm64,$$core,newest,$(EXAMPLES)/demo-en-zh-fp16.onnx,$(EXAMPLES)/sources.txt,2,$(EXAMPLES)/expected-fp16.txt); \
+	  $(call python_on_arm64,$$core,newest,$(EXAMPLES)/nllb.onnx --source-language eng_Latn --target-language zho_Hans,$(ARM64_PYTHON)/nllb-sources.txt,24,$(ARM64_PYTHON)/nllb-expected.txt); \
+	  $(call python_on_arm64,$$core,newest,$(EXAMPLES)/demo-en-zh-extensions.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected.txt); \
+	  $(call python_on_arm64,$$core,oldest,$(EXAMPLES)/demo-en-zh.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected.txt); \
+	  $(call python_on_arm64,$$core,oldest,$(EXAMPLES)/demo-en-zh-int8.onnx,$(EXAMPLES)/sources.txt,16,$(EXAMPLES)/expected-int8.txt)
+	@# the export (torch-free), on the first core: byte for byte the file x86 writes
+	@for precision in fp32 int8 int4 fp16; do \
+	  option=$$([ $$precision = fp32 ] || echo --$$precision); \
+	  $(call graphgen_on_arm64,$(firstword $(ARM64_CPUS)),newest) export $(DEMO_MODEL) $$option -q \
+	    -o $(ARM64_PYTHON)/export-arm64.onnx && \
+	  $(PY) -m graphgen export $(DEMO_MODEL) $$option -q -o $(ARM64_PYTHON)/export-x86.onnx && \
+	  cmp $(ARM64_PYTHON)/export-arm64.onnx $(ARM64_PYTHON)/export-x86.onnx && \
+	  echo "  $(firstword $(ARM64_CPUS)): graphgen export $(DEMO_MODEL), $$precision: the bytes x86 writes" || \
+	  { echo "  $(firstword $(ARM64_CPUS)): graphgen export $(DEMO_MODEL), $$precision differs or failed"; exit 1; }; \
+	done
 
 # $(call library_from_jar,PLATFORM): ONNX Runtime 1.17.3's library for PLATFORM out of the Maven jar
 define library_from_jar
