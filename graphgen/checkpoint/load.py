@@ -47,6 +47,27 @@ def _resolve(model: str) -> Path:
         ) from error
 
 
+class _WithoutTorchAdvice(logging.Filter):
+    """Drops transformers' import-time advice that PyTorch was not found and "Models won't be
+    available": a safetensors checkpoint exports without torch (``graphgen[export-safetensors]``),
+    so the advice would only mislead, and a checkpoint that does need torch says so itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("PyTorch was not found")
+
+
+def _import_transformers() -> Any:
+    """``transformers``, imported without the advice above (its other messages pass)."""
+    library_logger = logging.getLogger("transformers")
+    advice = _WithoutTorchAdvice()
+    library_logger.addFilter(advice)
+    try:
+        import transformers
+    finally:
+        library_logger.removeFilter(advice)
+    return transformers
+
+
 def _generation_config(directory: Path, config: Any) -> Any:
     """The generation config HF's ``from_pretrained`` would give the model."""
     from transformers import GenerationConfig
@@ -85,8 +106,7 @@ def load_checkpoint(model: str | Path) -> LoadedCheckpoint:
     A safetensors checkpoint is read without torch (weights straight from the file, configs with
     transformers' torch-free config classes); other checkpoints go through the HF model class.
     """
-    import transformers
-
+    transformers = _import_transformers()
     directory = _resolve(str(model))
     try:
         config = transformers.AutoConfig.from_pretrained(directory)
