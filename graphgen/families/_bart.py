@@ -107,9 +107,14 @@ def embedding_weights(tensor: Callable[[str], np.ndarray], prefix: str = "model.
 def shared_table_ties(config: Any, tensors: Tensors, prefix: str = "model.") -> Tensors:
     """Fill in what a safetensors file leaves out of a ``model.shared`` checkpoint (M2M100, mBART;
     T5's ``shared`` with ``prefix=""``): both token tables are the shared one, and the head too when
-    the config ties it."""
+    the config ties it. A file that stores one token table and no shared one (MADLAD-400's T5 files
+    keep ``decoder.embed_tokens``) has it read as the shared one, as transformers loads it."""
     tied = dict(tensors)
     shared = f"{prefix}shared.weight"
+    if shared not in tied:  # HF ties both token tables to the shared one: a file may store one of them only
+        stored = [t for t in (f"{prefix}{side}.embed_tokens.weight" for side in ("encoder", "decoder")) if t in tied]
+        if len(stored) == 1:
+            tied[shared] = tied[stored[0]]
     if shared in tied:
         for side in ("encoder", "decoder"):
             tied.setdefault(f"{prefix}{side}.embed_tokens.weight", tied[shared])

@@ -74,13 +74,14 @@ def random_marian(directory: Path, seed: int = 0, **overrides: object) -> Path:
     return directory
 
 
-def _train_sentencepiece(kind: str, size: int, **ids: int) -> bytes:
+def _train_sentencepiece(kind: str, size: int, **options: Any) -> bytes:
     """A SentencePiece model trained on the demo corpus (English and Chinese); special ids as fairseq's
-    (0-2 unk, <s>, </s>) unless ``ids`` says otherwise (``unk_id=2``, ...)."""
+    (0-2 unk, <s>, </s>) unless ``options`` says otherwise (``unk_id=2``, ...; other trainer options
+    too: ``byte_fallback=True``)."""
     import sentencepiece as spm
 
     lines = demo_texts() + [target for _, target in demo_test_pairs()]
-    special_ids: dict[str, Any] = {"unk_id": 0, "bos_id": 1, "eos_id": 2, "pad_id": -1} | ids
+    special_ids: dict[str, Any] = {"unk_id": 0, "bos_id": 1, "eos_id": 2, "pad_id": -1} | options
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
@@ -233,6 +234,36 @@ def random_t5_model(directory: Path, variant: str, vocab_size: int = 120, seed: 
     tensors["lm_head.weight"] = rng.standard_normal(tensors["shared.weight"].shape).astype(np.float32)
     save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
     return type(model).from_pretrained(directory).eval()
+
+
+MADLAD_TAGS = ("<2de>", "<2fr>", "<2zh>")  # MADLAD-400 names the target language with a "<2xx>" piece
+
+
+def madlad_shaped_checkpoint(directory: Path, seed: int = 0) -> tuple[Any, Any]:
+    """A T5 checkpoint laid out as the hub's MADLAD-400 ones (``google/madlad400-*-mt``): T5 v1.1
+    weights whose token table is stored only as ``decoder.embed_tokens.weight``, and a unigram
+    SentencePiece model with byte fallback and the target languages as user-defined pieces
+    (``MADLAD_TAGS``). transformers 5 builds its tokenizer without the byte fallback (an unknown
+    character is ``<unk>``, a byte piece decodes as its own text). Returns the HF model and tokenizer."""
+    import transformers
+    from safetensors.numpy import load_file, save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ids = {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}
+    spm = _train_sentencepiece("unigram", 900, **ids, byte_fallback=True, user_defined_symbols=list(MADLAD_TAGS))
+    (directory / "spiece.model").write_bytes(spm)
+    specials = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>", "extra_ids": 0}
+    config: dict[str, Any] = {"tokenizer_class": "T5Tokenizer", "model_max_length": 512, **specials}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    tokenizer.save_pretrained(directory)  # with the tokenizer.json transformers converted
+    size = max(tokenizer.get_vocab().values()) + 1 + MADE_UP_WORDS
+    model = random_t5_model(directory, "t5-v1.1", size, seed)
+    tensors = load_file(directory / "model.safetensors")
+    tensors["decoder.embed_tokens.weight"] = tensors.pop("shared.weight")
+    tensors.pop("encoder.embed_tokens.weight", None)
+    save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+    return type(model).from_pretrained(directory).eval(), tokenizer
 
 
 def language_checkpoint(directory: Path, tokenizer_class: str, seed: int = 0, **generation: object) -> tuple[Any, Any]:

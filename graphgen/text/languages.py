@@ -216,6 +216,19 @@ def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
     return collapsing and "Strip" not in kinds
 
 
+def check_decoder(pipeline: dict[str, Any], directory: Path) -> None:
+    """The detokenizer graph joins each piece's text with ``▁`` as a space and the first one dropped:
+    the ``Metaspace`` decoder transformers' converters write. Any other (a ``ByteFallback`` sequence,
+    which turns ``<0xE2>`` pieces into bytes) stops the export, naming it."""
+    decoder = pipeline.get("decoder") or {}
+    expected = {"type": "Metaspace", "replacement": METASPACE, "prepend_scheme": "always"}
+    if any(decoder.get(key) != value for key, value in expected.items()):
+        raise UnsupportedModelError(
+            f"the tokenizer of {directory} decodes with {json.dumps(decoder)}; graphgen's detokenizer "
+            "reproduces the Metaspace('▁', prepend_scheme='always') decoder"
+        )
+
+
 def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
     from transformers import AutoTokenizer
 
@@ -232,7 +245,7 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
     if not spm_path.is_file():
         raise CheckpointError(f"{directory} lacks the SentencePiece model {spm_path.name}")
     spm = spm_path.read_bytes()
-    check_spm(spm, spm_path.name)
+    check_spm(spm, spm_path.name, runs_sentencepiece=not rule.metaspace)
     languages = rule.languages(tokenizer) if rule.languages is not None else {}
     if rule.languages is not None and not languages:
         raise CheckpointError(f"the {name} of {directory} lists no language codes")
@@ -249,6 +262,8 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
             f"the {name} of {directory} lays {probe!r} out as {layout}; graphgen builds {wanted} "
             "(NLLB's legacy_behaviour=True is not supported)"
         )
+    if rule.metaspace:
+        check_decoder(json.loads(tokenizer.backend_tokenizer.to_str()), directory)
     typed, normalized = added_tokens(tokenizer, runs_pipeline=rule.metaspace)
     return LanguageVocabulary(
         tokenizer_class=name,
@@ -337,6 +352,12 @@ def add_language_tokenizer(
     ``source_language`` names the string input of source codes; ``None`` when the tokenizer has none."""
     import sentencepiece
 
+    if parse_model(vocabulary.spm).trainer_spec.byte_fallback:
+        raise UnsupportedModelError(
+            f"the {vocabulary.tokenizer_class}'s SentencePiece model has byte fallback: the SentencePiece op would "
+            "split an unknown character into byte pieces where HF's tokenizer gives the unknown token; "
+            "export with the portable tokenizer (--tokenizer onnx, the default)"
+        )
     split = vocabulary.split_tokens
     chunks, chunk_rows = split_on_literals(b, text, tuple(split))
     token, rest, is_token = split_whole_tokens(b, chunks, tuple(split))

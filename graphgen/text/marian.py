@@ -100,9 +100,13 @@ def _json(path: Path) -> dict:
         raise CheckpointError(f"cannot read {path}: {error}") from error
 
 
-def check_spm(model: bytes, name: str) -> None:
+def check_spm(model: bytes, name: str, *, runs_sentencepiece: bool = True) -> None:
+    """Refuse what the graphs do not reproduce of a SentencePiece model. ``runs_sentencepiece``: HF
+    runs SentencePiece itself (Marian, M2M100), so its byte fallback would apply; a ``tokenizers``
+    pipeline (NLLB, mBART-50, T5) decides for itself (its JSON's ``byte_fallback``, checked where
+    the pipeline is read), and transformers 5 converts such a model without it."""
     proto = parse_model(model)
-    if proto.trainer_spec.byte_fallback:
+    if runs_sentencepiece and proto.trainer_spec.byte_fallback:
         raise UnsupportedModelError(f"{name} uses byte fallback, which the detokenizer graph does not reproduce")
     if proto.denormalizer_spec.precompiled_charsmap:
         raise UnsupportedModelError(f"{name} has a denormaliser, which the detokenizer graph does not reproduce")
