@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 from graphgen import export
 from graphgen._errors import UnsupportedModelError
 from graphgen.testing import MADLAD_TAGS, demo_texts, madlad_shaped_checkpoint
+from graphgen.testing.venvs import no_torch_python
 from graphgen.text.languages import check_decoder
 from graphgen.text.marian import check_spm
 from graphgen.text.portable import spec_for_tokenizers
@@ -137,3 +139,18 @@ def test_byte_fallback_is_refused_where_hf_runs_sentencepiece(checkpoint: tuple[
     with pytest.raises(UnsupportedModelError, match=r"spiece\.model uses byte fallback"):
         check_spm(model, "spiece.model")
     check_spm(model, "spiece.model", runs_sentencepiece=False)
+
+
+def test_the_export_without_torch_writes_the_same_file(checkpoint: tuple[Path, Any], tmp_path: Path) -> None:
+    """The torch-free install (``graphgen[export-safetensors]``) exports the checkpoint, without a
+    ``tokenizer.json`` (transformers converts the SentencePiece model), to the same bytes."""
+    source, _ = checkpoint
+    directory = tmp_path / "checkpoint"
+    shutil.copytree(source, directory)
+    (directory / "tokenizer.json").unlink()
+    ours, theirs = tmp_path / "torch.onnx", tmp_path / "no-torch.onnx"
+    export(str(directory), str(ours), progress=_quiet)
+    command = [no_torch_python(), "-m", "graphgen", "export", str(directory), "-o", str(theirs), "-q"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert theirs.read_bytes() == ours.read_bytes()

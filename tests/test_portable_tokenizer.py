@@ -45,6 +45,7 @@ from graphgen.testing import (
     builder_model,
     generated_strings,
     language_tokenizer,
+    madlad_tokenizer,
     open_session,
     tokenizer_strings,
 )
@@ -53,7 +54,7 @@ from graphgen.text.marian import detokenizer_index, load_vocabulary
 from graphgen.text.portable import add_portable_tokenizer
 
 STRINGS = tokenizer_strings() + generated_strings(10_000)
-TOKENIZERS = ("marian", "marian-separate", *LANGUAGE_TOKENIZERS, "T5Tokenizer")
+TOKENIZERS = ("marian", "marian-separate", *LANGUAGE_TOKENIZERS, "T5Tokenizer", "madlad")
 SOURCES = {f.tokenizer_class: f.source_language for f in FAMILIES.values() if f.has_languages}
 
 
@@ -116,6 +117,10 @@ def portable(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         return Portable("marian", DEMO_DIR)
     if request.param == "marian-separate":
         return Portable("marian", request.getfixturevalue("separate_vocab_dir"))
+    if request.param == "madlad":  # T5's, with byte pieces and "<2de>" tags in its vocabulary
+        directory = tmp_path_factory.mktemp("madlad")
+        madlad_tokenizer(directory)
+        return Portable("T5Tokenizer", directory, trained=True)
     return Portable(request.param, tmp_path_factory.mktemp(request.param))
 
 
@@ -162,6 +167,8 @@ def test_random_texts(portable: Portable) -> None:
             "<pad>",
             "<unk>",
             "<s>",
+            "<2de>",
+            "<0x41>",
         ]
     )
 
@@ -173,7 +180,7 @@ def test_random_texts(portable: Portable) -> None:
     check()
 
 
-OTHER_ADDED = ["eng_Latn", "nob_Latn", "en_XX", "__fr__", "<mask>", "<extra_id_0>", "<extra_id_10>", "</s>"]
+OTHER_ADDED = ["eng_Latn", "nob_Latn", "en_XX", "__fr__", "<mask>", "<extra_id_0>", "<extra_id_10>", "</s>", "<2de>"]
 
 
 def test_added_tokens_typed_in_the_text(portable: Portable) -> None:

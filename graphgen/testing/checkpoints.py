@@ -239,14 +239,12 @@ def random_t5_model(directory: Path, variant: str, vocab_size: int = 120, seed: 
 MADLAD_TAGS = ("<2de>", "<2fr>", "<2zh>")  # MADLAD-400 names the target language with a "<2xx>" piece
 
 
-def madlad_shaped_checkpoint(directory: Path, seed: int = 0) -> tuple[Any, Any]:
-    """A T5 checkpoint laid out as the hub's MADLAD-400 ones (``google/madlad400-*-mt``): T5 v1.1
-    weights whose token table is stored only as ``decoder.embed_tokens.weight``, and a unigram
-    SentencePiece model with byte fallback and the target languages as user-defined pieces
-    (``MADLAD_TAGS``). transformers 5 builds its tokenizer without the byte fallback (an unknown
-    character is ``<unk>``, a byte piece decodes as its own text). Returns the HF model and tokenizer."""
+def madlad_tokenizer(directory: Path) -> Any:
+    """MADLAD-400's tokenizer files, with a model trained here: a unigram SentencePiece model with
+    byte fallback and the target languages as user-defined pieces (``MADLAD_TAGS``), T5's special
+    ids, and the ``tokenizer.json`` transformers converts from it (without the byte fallback: an
+    unknown character is ``<unk>``, a byte piece decodes as its own text). Returns the HF tokenizer."""
     import transformers
-    from safetensors.numpy import load_file, save_file
 
     directory.mkdir(parents=True, exist_ok=True)
     ids = {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}
@@ -256,7 +254,17 @@ def madlad_shaped_checkpoint(directory: Path, seed: int = 0) -> tuple[Any, Any]:
     config: dict[str, Any] = {"tokenizer_class": "T5Tokenizer", "model_max_length": 512, **specials}
     (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
-    tokenizer.save_pretrained(directory)  # with the tokenizer.json transformers converted
+    tokenizer.save_pretrained(directory)
+    return tokenizer
+
+
+def madlad_shaped_checkpoint(directory: Path, seed: int = 0) -> tuple[Any, Any]:
+    """A T5 checkpoint laid out as the hub's MADLAD-400 ones (``google/madlad400-*-mt``): T5 v1.1
+    weights whose token table is stored only as ``decoder.embed_tokens.weight``, and
+    ``madlad_tokenizer``'s files. Returns the HF model and tokenizer."""
+    from safetensors.numpy import load_file, save_file
+
+    tokenizer = madlad_tokenizer(directory)
     size = max(tokenizer.get_vocab().values()) + 1 + MADE_UP_WORDS
     model = random_t5_model(directory, "t5-v1.1", size, seed)
     tensors = load_file(directory / "model.safetensors")
