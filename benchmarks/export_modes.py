@@ -7,16 +7,25 @@ with the loop) the export runs in a process of its own (so its peak RSS is its o
 process loads the file on the CPU and generates 8 tokens for one input. Files past protobuf's 2 GB are written with
 external data. ORT's CPU BeamSearch refuses float16 subgraphs, which the op float16 row shows as
 its run result. Writes ``export_report.md``.
+
+    python benchmarks/export_modes.py --shapes madlad --modes "loop int8,loop int4" \
+        --out benchmarks/export_report_madlad.md   # MADLAD-400-3B: about 5 minutes, 25 GB of disk
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import subprocess
 import sys
 import tempfile
+import time
+from datetime import date
 from pathlib import Path
+
+from systems import cpu_model  # this folder is sys.path[0] when run as a script
 
 from graphgen.testing import FULL_SIZE_SHAPES, full_size_family_checkpoint
 
@@ -79,15 +88,19 @@ def _python(code: str, *args: str) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shapes", default="nllb,mbart")
+    parser.add_argument("--shapes", default="nllb,mbart", help="keys of FULL_SIZE_SHAPES (madlad: 3B, ~30 GB of disk)")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES))
     parser.add_argument("--tiny", action="store_true", help="2 layers, vocab 2000 (a smoke test)")
     parser.add_argument("--out", type=Path, default=HERE / "export_report.md")
     args = parser.parse_args()
+    begun = time.perf_counter()
     lines = [
         "# Export modes of the full multilingual shapes",
         "",
         "Each export in a fresh process, then each file loaded on the CPU (ONNX Runtime) in another, generating",
         "8 tokens for one input. Peak RSS in MB.",
+        "",
+        "",  # the run's line, once it is over
         "",
         "| shape | mode | export s | export peak | files (MB) | load s | run | run peak |",
         "|---|---|---:|---:|---|---:|---|---:|",
@@ -96,7 +109,8 @@ def main() -> None:
         for shape in args.shapes.split(","):
             checkpoint = full_size_family_checkpoint(Path(temporary) / shape, shape, tiny=args.tiny)
             label = FULL_SIZE_SHAPES[shape][1] + (" (tiny)" if args.tiny else "")
-            for mode, options in MODES.items():
+            for mode in args.modes.split(","):
+                options = MODES[mode]
                 path = Path(temporary) / f"{shape}-{mode.replace(' ', '-')}.onnx"
                 exported = _python(EXPORT, str(checkpoint), str(path), json.dumps(options))
                 if "error" in exported:
@@ -113,7 +127,19 @@ def main() -> None:
                 print(lines[-1], flush=True)
                 for file in path.parent.glob(path.name + "*"):
                     file.unlink()
+    lines[5] = (
+        f"Written by `benchmarks/export_modes.py --shapes {args.shapes} --modes {args.modes!r}"
+        f"{' --tiny' if args.tiny else ''}` on {date.today().isoformat()} "
+        f"({(time.perf_counter() - begun) / 60:.1f} minutes), onnxruntime {_ort_version()}, "
+        f"{platform.platform()}, {cpu_model()}, {os.cpu_count()} CPUs."
+    )
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _ort_version() -> str:
+    import onnxruntime
+
+    return str(onnxruntime.__version__)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """MADLAD-400's checkpoints (``google/madlad400-*-mt``): T5 with a byte-fallback SentencePiece model.
 
-Their files differ from the other T5 checkpoints in two ways, both reproduced here on a tiny random
-model (``graphgen.testing.madlad_shaped_checkpoint``): the token table is stored once, as
+Their files differ from the other T5 checkpoints in two ways (as other projects' loaders describe
+them; the hub's files cannot be fetched here), both reproduced on a tiny random model
+(``graphgen.testing.madlad_shaped_checkpoint``): the token table is stored once, as
 ``decoder.embed_tokens.weight`` (transformers ties ``shared`` and both stacks' tables to it), and
 the SentencePiece model has byte fallback, with the target languages as user-defined pieces
 (``<2de>``). transformers 5 builds the T5 tokenizer from that model without byte fallback, so HF

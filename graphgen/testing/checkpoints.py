@@ -259,9 +259,9 @@ def madlad_tokenizer(directory: Path) -> Any:
 
 
 def madlad_shaped_checkpoint(directory: Path, seed: int = 0) -> tuple[Any, Any]:
-    """A T5 checkpoint laid out as the hub's MADLAD-400 ones (``google/madlad400-*-mt``): T5 v1.1
-    weights whose token table is stored only as ``decoder.embed_tokens.weight``, and
-    ``madlad_tokenizer``'s files. Returns the HF model and tokenizer."""
+    """A T5 checkpoint laid out as MADLAD-400's (``google/madlad400-*-mt``, as other projects' loaders
+    describe them): T5 v1.1 weights whose token table is stored only as ``decoder.embed_tokens.weight``,
+    and ``madlad_tokenizer``'s files. Returns the HF model and tokenizer."""
     from safetensors.numpy import load_file, save_file
 
     tokenizer = madlad_tokenizer(directory)
@@ -484,14 +484,36 @@ FULL_SIZE_SHAPES: dict[str, tuple[str, str, dict[str, Any]]] = {
         | {"vocab_size": 250054, "activation_function": "gelu", "normalize_before": True, "normalize_embedding": True}
         | {"add_final_layer_norm": True, "tokenizer_class": "MBart50Tokenizer"},
     ),
+    # google/madlad400-3b-mt's config: T5 v1.1's gated GELU and untied head, 32 + 32 layers
+    "madlad": (
+        "T5Config",
+        "MADLAD-400-3B shape (random weights)",
+        {
+            "vocab_size": 256000,
+            "d_model": 1024,
+            "d_kv": 128,
+            "d_ff": 8192,
+            "num_layers": 32,
+            "num_decoder_layers": 32,
+            "num_heads": 16,
+            "relative_attention_num_buckets": 32,
+            "relative_attention_max_distance": 128,
+            "feed_forward_proj": "gated-gelu",
+            "tie_word_embeddings": False,
+            "pad_token_id": FULL_SIZE_PAD,
+            "eos_token_id": FULL_SIZE_EOS,
+            "decoder_start_token_id": FULL_SIZE_EOS,
+        },
+    ),
 }
 
 
 def full_size_family_checkpoint(directory: Path, shape: str, *, tiny: bool = False) -> Path:
-    """A full-size NLLB or mBART-50 shape (``shape``: a key of ``FULL_SIZE_SHAPES``) with random weights
-    (as HF initialises them), in safetensors, plus placeholder tokenizer files: CTranslate2's converter
-    reads a vocabulary of the model's size (a word-level ``tokenizer.json``; the benchmarks feed token
-    ids, so the pieces are arbitrary). ``tiny``: 2+2 layers and 2,000 ids, for smoke tests."""
+    """A full-size NLLB, mBART-50 or MADLAD-400 shape (``shape``: a key of ``FULL_SIZE_SHAPES``) with
+    random weights (as HF initialises them), in safetensors, plus placeholder tokenizer files:
+    CTranslate2's converter reads a vocabulary of the model's size (a word-level ``tokenizer.json``;
+    the benchmarks feed token ids, so the pieces are arbitrary; the special ids are fairseq's in
+    every shape). ``tiny``: 2+2 layers and 2,000 ids, for smoke tests."""
     import torch
     import transformers
     from tokenizers import Tokenizer
@@ -499,7 +521,9 @@ def full_size_family_checkpoint(directory: Path, shape: str, *, tiny: bool = Fal
 
     config_class, _, settings = FULL_SIZE_SHAPES[shape]
     if tiny:
-        settings = settings | {"vocab_size": 2000, "encoder_layers": 2, "decoder_layers": 2}
+        t5 = config_class == "T5Config"
+        layers = ("num_layers", "num_decoder_layers") if t5 else ("encoder_layers", "decoder_layers")
+        settings = settings | {"vocab_size": 2000} | dict.fromkeys(layers, 2)
     config = getattr(transformers, config_class)(**settings)
     torch.manual_seed(0)
     model = transformers.AutoModelForSeq2SeqLM.from_config(config).eval()
