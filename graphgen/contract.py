@@ -252,6 +252,11 @@ class FileInfo:
         return dict(json.loads(self.metadata.get(Key.BAKED, "{}")))
 
     @property
+    def special_ids(self) -> dict[str, int]:
+        """The ids the search uses: ``pad``, ``eos`` and ``decoder_start``."""
+        return {str(k): int(v) for k, v in json.loads(self.metadata.get(Key.SPECIAL_IDS, "{}")).items()}
+
+    @property
     def session_config(self) -> dict[str, str]:
         """Session config entries (``SessionOptions.add_session_config_entry`` and its equivalents
         in every binding) to set before loading the file: for text files, ``TEXT_ON_CPU``."""

@@ -185,3 +185,42 @@ def test_output_protection_and_argument_errors(demo_onnx: Path, tmp_path: Path) 
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (arguments, done)
     assert existing.read_text(encoding="utf-8") == "a\nb\n"
     assert not (tmp_path / "o.txt").exists()
+
+
+def test_translations_that_used_all_of_max_length_are_named(demo_onnx: Path, demo_dir: Path, tmp_path: Path) -> None:
+    """A translation that used every position up to max_length may be cut short: HF's ``generate``
+    stops there too (same text), and the run names those lines on stderr. Which ones: exactly those
+    whose HF ``generate`` sequence is ``max_length`` long (4 beams, 2 hypotheses each: any of them)."""
+    import torch
+    import transformers
+
+    sources = SOURCES[:40]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(demo_dir)
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(demo_dir).eval()
+    with torch.no_grad():
+        generated = model.generate(
+            **tokenizer(sources, return_tensors="pt", padding=True), max_length=12, num_return_sequences=2
+        )
+    lengths = ((generated != tokenizer.pad_token_id).sum(-1) + 1).reshape(len(sources), 2)  # start is pad
+    expected = [index + 1 for index, row in enumerate(lengths.tolist()) if max(row) == 12]
+    assert 0 < len(expected) < len(sources)  # some reach the limit, some end before it
+
+    source_file = tmp_path / "sources.txt"
+    source_file.write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
+    out = tmp_path / "out.txt"
+    args = ["-i", source_file, "-o", out, "--max-length", "12", "--num-return-sequences", "2", "-q"]
+    done = graphgen_translate(demo_onnx, *args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = ", ".join(map(str, expected[:20])) + (f" and {len(expected) - 20} more" if len(expected) > 20 else "")
+    assert f"{len(expected)} translation(s) used all 12 tokens of max_length and may be cut short: " in done.stderr
+    assert f"line(s) {listed}; a larger --max-length lets them finish (up to 512)" in done.stderr
+    hf_texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
+    assert lines_of(out) == ["\t".join(hf_texts[2 * i : 2 * i + 2]) for i in range(len(sources))]
+
+    done = graphgen_translate(demo_onnx, *sources[:3], "--max-length", "12", "--num-return-sequences", "2")
+    few = [number for number in expected if number <= 3]
+    assert ("used all 12 tokens" in done.stderr) == bool(few)
+    if few:
+        assert f"text(s) {', '.join(map(str, few))};" in done.stderr
+    done = graphgen_translate(demo_onnx, "-i", source_file, "-o", out, "--overwrite", "-q")  # max_length 512
+    assert done.returncode == 0 and "max_length" not in done.stderr, done.stderr[-2000:]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphgen._errors import GraphgenError
 from graphgen.cli._options import generation_options, overrides
-from graphgen.contract import LANGUAGE_PARAMETERS
+from graphgen.contract import LANGUAGE_PARAMETERS, MAX_LENGTH
 
 if TYPE_CHECKING:
     from graphgen.runtime.translator import Translator
@@ -90,7 +90,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphgen.runtime.translator import Translator, resolve_providers
+    from graphgen.runtime.translator import Translator, resolve_providers, translations
 
     providers = resolve_providers(args.providers.split(","))
     translator = Translator(args.model, threads=args.threads, providers=providers)
@@ -103,13 +103,36 @@ def run(args: argparse.Namespace) -> int:
     if args.text:
         if args.input is not None:
             raise GraphgenError("give texts as arguments or --input, not both")
+        max_length = translator.settings(settings)[MAX_LENGTH]
+        full: list[int] = []
         for start in range(0, len(args.text), args.batch_size):
             batch = args.text[start : start + args.batch_size]
-            for result in translator.translate(batch, truncate=True if args.truncate else None, **settings):
+            results = translator.run(batch, truncate=True if args.truncate else None, **settings)
+            for result in translations(results):
                 line = result if isinstance(result, str) else "\t".join(result)
                 print(line.replace("\n", " "), flush=True)
+            reached = translator.used_max_length(results, max_length)
+            full += [start + 1 + index for index, used in enumerate(reached) if used]
+        _warn_used_max_length(full, "text", max_length, translator.max_positions)
         return 0
     return _translate_file(args, translator, settings)
+
+
+def _warn_used_max_length(numbers: list[int], what: str, max_length: int, positions: int | None) -> None:
+    """Say which translations used every position up to ``max_length``: HF's ``generate`` stops
+    there too, so they are what HF gives, but may be cut short (or a model repeating itself)."""
+    if not numbers:
+        return
+    listed = ", ".join(map(str, numbers[:20])) + ("" if len(numbers) <= 20 else f" and {len(numbers) - 20} more")
+    if positions is not None and max_length >= positions:
+        remedy = "that is the model's limit"
+    else:
+        remedy = "a larger --max-length lets them finish" + (f" (up to {positions})" if positions else "")
+    print(
+        f"graphgen: {len(numbers)} translation(s) used all {max_length} tokens of max_length and may be cut "
+        f"short: {what}(s) {listed}; {remedy}",
+        file=sys.stderr,
+    )
 
 
 def _translate_file(args: argparse.Namespace, translator: Translator, settings: dict[str, Any]) -> int:
@@ -135,6 +158,9 @@ def _translate_file(args: argparse.Namespace, translator: Translator, settings: 
     )
     if result.resumed_after and not args.quiet:
         print(f"[graphgen] resumed after line {result.resumed_after:,}", file=sys.stderr)
+    _warn_used_max_length(
+        result.used_max_length, "line", translator.settings(settings)[MAX_LENGTH], translator.max_positions
+    )
     if result.skipped:
         lines = ", ".join(str(error.line) for error in result.skipped[:20])
         more = "" if len(result.skipped) <= 20 else f" and {len(result.skipped) - 20} more"

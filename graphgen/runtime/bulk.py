@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from graphgen._errors import GraphgenError, SourceTooLongError
-from graphgen.contract import NUM_RETURN_SEQUENCES
+from graphgen.contract import MAX_LENGTH, NUM_RETURN_SEQUENCES
 from graphgen.runtime.progress import Progress
-from graphgen.runtime.translator import Translator
+from graphgen.runtime.translator import Translator, translations
 
 Translation = str | list[str]
 ERROR_FIELD = "graphgen_error"
@@ -125,6 +125,8 @@ def _decode(raw: bytes) -> str:
 class BulkResult:
     lines: int = 0  # output lines written by this run
     skipped: list[LineError] = field(default_factory=list)
+    # lines whose translation used every position up to max_length, so may be cut short there
+    used_max_length: list[int] = field(default_factory=list)
     resumed_after: int = 0  # lines already in the output before this run
     seconds: float = 0.0
 
@@ -136,6 +138,7 @@ class Item:
     record: Any
     error: str | None = None
     translation: Translation | None = None
+    used_max_length: bool = False  # a hypothesis reached max_length (``Translator.used_max_length``)
 
 
 def translate_items(translator: Translator, items: list[Item], truncate: bool | None, settings: dict[str, Any]) -> None:
@@ -154,7 +157,7 @@ def translate_items(translator: Translator, items: list[Item], truncate: bool | 
             return
     texts = [item.text or "" for item in items]
     try:
-        results: list[Any] = translator.translate(texts, truncate=truncate, **settings)
+        outputs = translator.run(texts, truncate=truncate, **settings)
     except SourceTooLongError as error:
         bad = set(error.indices)
         for index in bad:
@@ -174,8 +177,11 @@ def translate_items(translator: Translator, items: list[Item], truncate: bool | 
         for item in items:
             translate_items(translator, [item], truncate, settings)
         return
-    for item, result in zip(items, results, strict=True):
+    reached = translator.used_max_length(outputs, translator.settings(settings)[MAX_LENGTH])
+    results: list[Any] = translations(outputs)
+    for item, result, full in zip(items, results, reached, strict=True):
         item.translation = result
+        item.used_max_length = bool(full)
 
 
 def translate_lines(
@@ -188,8 +194,11 @@ def translate_lines(
     window: int = 256,
     truncate: bool | None = None,
     settings: dict[str, Any] | None = None,
+    used_max_length: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[str, LineError | None]]:
     """Output lines in input order, each with the error that made it a placeholder, if any.
+    ``used_max_length`` is called with the number of each line whose translation used every
+    position up to ``max_length`` (so may be cut short), before the line is yielded.
 
     Yields a window's lines together, once the whole window is translated.
     """
@@ -202,6 +211,8 @@ def translate_lines(
             translate_items(translator, todo[start : start + batch_size], truncate, settings)
         for item in pending:
             error = None if item.error is None else LineError(item.line, item.error)
+            if item.used_max_length and used_max_length is not None:
+                used_max_length(item.line)
             yield line_format.render(item.record, item.translation, item.error), error
         pending.clear()
 
@@ -324,6 +335,7 @@ def translate_file(
             window=window,
             truncate=truncate,
             settings=settings,
+            used_max_length=result.used_max_length.append,
         )
         chunk: list[bytes] = []
         for text, failure in outputs:

@@ -221,6 +221,7 @@ class Translator:
         if info.interface != TEXT_LEVEL:
             raise GraphgenError(f"{path} is not a text-level graphgen model (export it without --no-tokenizer)")
         self.defaults: dict[str, Any] = info.generation_defaults
+        self._pad_id = info.special_ids.get("pad")
         self.max_positions = info.max_positions
         self.path = path
         self._baked_truncate = bool(info.baked.get(TRUNCATE, False))
@@ -376,7 +377,24 @@ class Translator:
         Languages as in :meth:`run`.
         """
         languages = {SOURCE_LANGUAGE: source_language, TARGET_LANGUAGE: target_language}
-        result = self.run(texts, truncate=truncate, **languages, **overrides)[TRANSLATION]
-        if result.shape[1] == 1:
-            return [str(row[0]) for row in result]
-        return [[str(text) for text in row] for row in result]
+        return translations(self.run(texts, truncate=truncate, **languages, **overrides))
+
+    def used_max_length(self, results: dict[str, np.ndarray], max_length: int) -> list[bool]:
+        """Per text of a :meth:`run`: whether a hypothesis of it used every position up to
+        ``max_length`` (HF's sequence would be ``max_length`` long), so may have been cut short
+        there. ``sequences`` omit a final EOS: a hypothesis whose EOS came in the last position
+        counts too (forced there by Marian's ``forced_eos_token_id``, or by chance)."""
+        sequences = results[SEQUENCES]
+        last = max_length - 2  # the last token's position when a final EOS follows it
+        if self._pad_id is None or sequences.ndim != 3 or sequences.shape[2] <= last:
+            return [False] * len(sequences)
+        return [bool(row.any()) for row in sequences[:, :, last] != self._pad_id]
+
+
+def translations(results: dict[str, np.ndarray]) -> list[str] | list[list[str]]:
+    """A :meth:`Translator.run`'s translations as :meth:`Translator.translate` returns them: one
+    string per text, or a list of ``num_return_sequences`` per text when > 1."""
+    result = results[TRANSLATION]
+    if result.shape[1] == 1:
+        return [str(row[0]) for row in result]
+    return [[str(text) for text in row] for row in result]
