@@ -95,6 +95,20 @@ def _train_sentencepiece(kind: str, size: int, **options: Any) -> bytes:
     return model.getvalue()
 
 
+def _t5_tokenizer(directory: Path, size: int, extra_ids: int, **trainer: Any) -> Any:
+    """T5's tokenizer files: a unigram SentencePiece model (pad 0, </s> 1, <unk> 2, no <s>; other
+    trainer options in ``trainer``) and ``extra_ids`` sentinels after its pieces. Returns the HF
+    tokenizer as loaded back from ``directory``."""
+    import transformers
+
+    ids = {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}
+    (directory / "spiece.model").write_bytes(_train_sentencepiece("unigram", size, **ids, **trainer))
+    specials = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>", "extra_ids": extra_ids}
+    config: dict[str, Any] = {"tokenizer_class": "T5Tokenizer", "model_max_length": 512, **specials}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return transformers.AutoTokenizer.from_pretrained(directory)
+
+
 def language_tokenizer(directory: Path, tokenizer_class: str) -> Any:
     """Tokenizer files in the hub's layout for ``tokenizer_class``, from a freshly trained SentencePiece
     model of the kind the real checkpoints use (BPE for NLLB and M2M100, unigram for mBART-50 and T5).
@@ -102,14 +116,8 @@ def language_tokenizer(directory: Path, tokenizer_class: str) -> Any:
     import transformers
 
     directory.mkdir(parents=True, exist_ok=True)
-    if tokenizer_class == "T5Tokenizer":  # unigram; pad 0, </s> 1, <unk> 2, no <s>; 100 sentinels after
-        (directory / "spiece.model").write_bytes(
-            _train_sentencepiece("unigram", 600, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
-        )
-        specials = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>", "extra_ids": 100}
-        config: dict[str, Any] = {"tokenizer_class": tokenizer_class, "model_max_length": 512, **specials}
-        (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
-        return transformers.AutoTokenizer.from_pretrained(directory)
+    if tokenizer_class == "T5Tokenizer":
+        return _t5_tokenizer(directory, 600, extra_ids=100)
     kind = "unigram" if tokenizer_class == "MBart50Tokenizer" else "bpe"
     (directory / "sentencepiece.bpe.model").write_bytes(_train_sentencepiece(kind, 600))
     cls = getattr(transformers, tokenizer_class)
@@ -244,16 +252,8 @@ def madlad_tokenizer(directory: Path) -> Any:
     byte fallback and the target languages as user-defined pieces (``MADLAD_TAGS``), T5's special
     ids, and the ``tokenizer.json`` transformers converts from it (without the byte fallback: an
     unknown character is ``<unk>``, a byte piece decodes as its own text). Returns the HF tokenizer."""
-    import transformers
-
     directory.mkdir(parents=True, exist_ok=True)
-    ids = {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}
-    spm = _train_sentencepiece("unigram", 900, **ids, byte_fallback=True, user_defined_symbols=list(MADLAD_TAGS))
-    (directory / "spiece.model").write_bytes(spm)
-    specials = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>", "extra_ids": 0}
-    config: dict[str, Any] = {"tokenizer_class": "T5Tokenizer", "model_max_length": 512, **specials}
-    (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    tokenizer = _t5_tokenizer(directory, 900, extra_ids=0, byte_fallback=True, user_defined_symbols=list(MADLAD_TAGS))
     tokenizer.save_pretrained(directory)
     return tokenizer
 
