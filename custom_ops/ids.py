@@ -21,14 +21,17 @@ def ragged_to_padded(
     prefix: str | None = None,
     has_prefix: str | None = None,
     suffix_id: int | None = None,
+    last: str | None = None,
     max_length: int | str | None = None,
 ) -> tuple[str, str]:
-    """Build ``[prefix?] + row[:room] + [suffix?]``, right-padded, from a ragged batch.
+    """Build ``[prefix?] + row[:room] + [suffix?] + [last?]``, right-padded, from a ragged batch.
 
     ``values`` (int, flat) and ``row_splits`` (int64 [N+1]) are a ragged batch as the
     SentencePiece op returns it; ``prefix`` (int64 [N]) is an optional first token per row,
-    present where ``has_prefix`` (bool [N]). With ``max_length``, rows are cut at the end so that
-    they hold at most that many tokens suffix included, as HF's ``truncation=True`` does; it is a
+    present where ``has_prefix`` (bool [N]); ``last`` (int64 [N]) an optional token per row after the
+    suffix (a source language written last: MBartTokenizer, NLLB's legacy_behaviour). With
+    ``max_length``, rows are cut at the end so that they hold at most that many tokens, suffix and
+    ``last`` included, as HF's ``truncation=True`` does; it is a
     number, or the name of an int64 [1] value when the limit is chosen at run time. Returns
     int32 ids and an int32 mask, both [N, width] with width the longest row (at least 1).
     """
@@ -38,9 +41,9 @@ def ragged_to_padded(
     prefix_count = b.op("Cast", [has_prefix], to=INT64) if has_prefix is not None else None
     if prefix_count is not None:
         kept = b.add(kept, prefix_count)
-    suffix_count = 0 if suffix_id is None else 1
+    suffix_count = (suffix_id is not None) + (last is not None)
     if isinstance(max_length, int):
-        kept = b.op("Min", [kept, b.const(i64(max_length - suffix_count))])  # tokens before the suffix
+        kept = b.op("Min", [kept, b.const(i64(max_length - suffix_count))])  # tokens before the suffixes
     elif max_length is not None:
         kept = b.op("Min", [kept, b.op("Sub", [max_length, b.const(i64(suffix_count))])])
     width = b.op(
@@ -56,9 +59,9 @@ def ragged_to_padded(
 
     # Gather the row's own tokens; pad `values` by one so an empty batch still has something to gather.
     values64 = b.op("Concat", [b.op("Cast", [values], to=INT64), b.const(i64(pad_id))], axis=0)
-    last = b.op("Sub", [b.op("Shape", [values64]), b.const(i64(1))])
+    final = b.op("Sub", [b.op("Shape", [values64]), b.const(i64(1))])
     offset = column if prefix_count is None else b.op("Sub", [column, per_row(prefix_count)])
-    position = b.op("Max", [b.op("Min", [b.add(per_row(starts), offset), last]), b.const(i64(0))])
+    position = b.op("Max", [b.op("Min", [b.add(per_row(starts), offset), final]), b.const(i64(0))])
     tokens = b.op("Gather", [values64, position])
     if prefix is not None and has_prefix is not None:
         is_prefix = b.op("And", [b.op("Equal", [column, b.const(i64(0))]), per_row(has_prefix)])
@@ -66,6 +69,11 @@ def ragged_to_padded(
     kept_col = per_row(kept)
     if suffix_id is not None:
         tokens = b.op("Where", [b.op("Equal", [column, kept_col]), b.const(i64(suffix_id)), tokens])
+    if last is not None:
+        at = b.add(kept_col, b.const(i64(suffix_count - 1)))
+        tokens = b.op("Where", [b.op("Equal", [column, at]), per_row(last), tokens])
+        inside = b.op("LessOrEqual", [column, at])
+    elif suffix_id is not None:
         inside = b.op("LessOrEqual", [column, kept_col])
     else:
         inside = b.op("Less", [column, kept_col])

@@ -7,7 +7,8 @@ starts (a ``▁``, or a segment's first code point):
 * ``sentencepiece_spaces``: SentencePiece's own rules (``remove_extra_whitespaces``,
   ``add_dummy_prefix``, ``escape_whitespaces``), which look at the normalizer's units;
 * ``metaspace``: HF's ``[Strip(right)] → Replace(" {2,}", " ") → Metaspace(prepend always, split)``;
-* ``whitespace_split``: HF's ``WhitespaceSplit → Metaspace(prepend always, split)`` (T5).
+* ``whitespace_split``: HF's ``[Strip(right) → Replace(" {2,}", "▁")] → WhitespaceSplit →
+  Metaspace(prepend always, split)`` (T5 without the brackets, MBartTokenizer with them).
 """
 
 from __future__ import annotations
@@ -134,9 +135,28 @@ def is_white_space(b: GraphBuilder, codes: str) -> str:
     return b.op("Equal", [found, b.const(np.int64(1))])
 
 
-def whitespace_split(b: GraphBuilder, codes: str, segments: Segments) -> Result:
+def whitespace_split(
+    b: GraphBuilder, codes: str, segments: Segments, *, strip_right: bool = False, runs_to_metaspace: bool = False
+) -> Result:
     """HF's ``WhitespaceSplit`` then ``Metaspace`` (T5): words are the runs without whitespace, each
-    gets a ``▁`` first unless it has one, and a ``▁`` inside a word starts another."""
+    gets a ``▁`` first unless it has one, and a ``▁`` inside a word starts another.
+
+    MBartTokenizer's normalizer comes first: ``strip_right`` drops trailing whitespace, and
+    ``runs_to_metaspace`` replaces each run of two or more spaces (U+0020) by one ``▁``, which is no
+    whitespace to the split, so a run before a word's own ``▁`` (or at the start) leaves a ``▁``
+    word where a single space leaves none."""
+    if strip_right or runs_to_metaspace:
+        keep = b.op("Expand", [b.const(np.array(True)), b.op("Shape", [codes])])
+        if strip_right:
+            keep = b.op("And", [keep, b.op("Not", [_trailing(b, is_white_space(b, codes), segments)])])
+        if runs_to_metaspace:
+            space = _is(b, codes, SPACE)
+            after_space = b.op("And", [space, neighbour(b, space, segments, -1, np.bool_(False))])
+            before_space = b.op("And", [space, neighbour(b, space, segments, 1, np.bool_(False))])
+            run_start = b.op("And", [before_space, b.op("Not", [after_space])])
+            codes = b.op("Where", [run_start, b.const(np.int64(METASPACE)), codes])
+            keep = b.op("And", [keep, b.op("Not", [after_space])])
+        segments, (codes,) = compact(b, segments, keep, [codes])
     white = is_white_space(b, codes)
     word_start = b.op("And", [b.op("Not", [white]), neighbour(b, white, segments, -1, np.bool_(True))])
     segments, (codes, word_start) = compact(b, segments, b.op("Not", [white]), [codes, word_start])

@@ -21,6 +21,7 @@ from graphgen._errors import GraphgenError, UnsupportedModelError
 from graphgen._graphs import set_layer
 from graphgen.contract import (
     ATTENTION_MASK,
+    DECODER_START_TOKEN_ID,
     EXTENSIONS,
     FORCED_BOS_TOKEN_ID,
     ID_INPUTS,
@@ -175,11 +176,15 @@ def build_id_model(
 
 
 def _language_defaults(spec: ModelSpec, vocabulary: Vocabulary) -> tuple[str, str]:
-    """Default source and target codes: the tokenizer's ``src_lang``, the generation config's forced token."""
+    """Default source and target codes: the tokenizer's ``src_lang``; the generation config's forced
+    token, or where the target starts the decoder (MBartTokenizer), the checkpoint's decoder start
+    when it is a language code (mbart-large-en-ro's ``ro_RO``), else ``""``: the checkpoint's own."""
+    by_id = {index: code for code, index in vocabulary.languages.items()}
+    if vocabulary.target_starts_decoder:
+        return vocabulary.default_source, by_id.get(spec.decoder_start_token_id, "")
     forced = spec.generation.forced_bos_token_id
     if forced is None:
         return vocabulary.default_source, ""
-    by_id = {index: code for code, index in vocabulary.languages.items()}
     if forced not in by_id:
         raise UnsupportedModelError(
             f"the generation config forces token {forced}, which is no language code of the tokenizer"
@@ -243,7 +248,14 @@ def _text_ends(
         if coded is not None:
             source = language_ids(pre, languages[0], coded, SOURCE_LANGUAGE, rows, utf8=not strings)
             source_ids = pre.op("Cast", [source], to=INT64)
-        ids, mask, _ = add_portable_tokenizer(pre, TEXT_UTF8, portable_spec, max_length=limit, source_ids=source_ids)
+        ids, mask, _ = add_portable_tokenizer(
+            pre,
+            TEXT_UTF8,
+            portable_spec,
+            max_length=limit,
+            source_ids=source_ids,
+            source_last=vocabulary.source_last,
+        )
         if strings:
             post.op("Identity", [join_strings(post, index, texts, "id_to_text")], outputs=[TRANSLATION])
         utf8, lengths = join_bytes(post, index, [str(t) for t in texts], "id_to_text")
@@ -271,7 +283,12 @@ def _text_ends(
     inputs, defaults = [text_input], []
     if coded is not None:
         target = language_ids(pre, languages[1], coded, TARGET_LANGUAGE, rows, utf8=not strings)
-        pre.op("Identity", [target], outputs=[FORCED_BOS_TOKEN_ID])
+        if coded.target_starts_decoder:  # "" (-1): the checkpoint's decoder start
+            none = pre.op("Equal", [target, pre.const(np.int32(-1))])
+            start = pre.const(np.int32(spec.decoder_start_token_id))
+            pre.op("Where", [none, start, target], outputs=[DECODER_START_TOKEN_ID])
+        else:
+            pre.op("Identity", [target], outputs=[FORCED_BOS_TOKEN_ID])
         for name, default in zip(languages, _language_defaults(spec, coded), strict=True):
             info, tensor = _language_input(name, default, utf8=not strings)
             inputs.append(info)
@@ -307,7 +324,9 @@ def build_text_model(
     ``truncation=True`` cuts it, to the tokenizer's ``model_max_length`` (or the positions, when fewer).
     With a language-coded tokenizer (NLLB, mBART-50, M2M100) the optional inputs
     ``source_language`` and ``target_language`` (one code, or one per text) choose the languages;
-    the target's token is forced as the first one generated, and ``""`` forces nothing.
+    the target's token is forced as the first one generated, and ``""`` forces nothing (with
+    MBartTokenizer, mBART-25's, the target's token starts the decoder, and ``""`` is the checkpoint's
+    decoder start).
     """
     if tokenizer not in TOKENIZERS:
         raise GraphgenError(f"unknown tokenizer {tokenizer!r}; choose one of {', '.join(TOKENIZERS)}")
@@ -320,10 +339,11 @@ def build_text_model(
     quantization = _quantization(int8, int4)
     core = _search_core(spec, quantization, remedy, search, float16, streamed, int4_block)
     ends = _text_ends(spec, vocabulary, coded, tokenizer, strings)
-    # The forced first token is an id-level input; text graphs choose it by target_language, or keep
-    # the checkpoint's default as a constant.
+    # The forced first token is an id-level input; text graphs choose it (or, for MBartTokenizer's
+    # checkpoints, the decoder start) by target_language, and keep the other as a constant.
+    chosen = None if coded is None else DECODER_START_TOKEN_ID if coded.target_starts_decoder else FORCED_BOS_TOKEN_ID
     search_inputs = [i for i in core.inputs[len(ID_INPUTS) :] if i.name != FORCED_BOS_TOKEN_ID]
-    initializers = [t for t in core.initializers if not (coded is not None and t.name == FORCED_BOS_TOKEN_ID)]
+    initializers = [t for t in core.initializers if t.name != chosen]
     inputs = [
         *ends.inputs[:1],
         *search_inputs,

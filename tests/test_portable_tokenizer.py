@@ -46,6 +46,7 @@ from graphgen.testing import (
     generated_strings,
     language_tokenizer,
     madlad_tokenizer,
+    nllb_legacy_tokenizer,
     open_session,
     tokenizer_strings,
 )
@@ -54,8 +55,19 @@ from graphgen.text.marian import detokenizer_index, load_vocabulary
 from graphgen.text.portable import add_portable_tokenizer
 
 STRINGS = tokenizer_strings() + generated_strings(10_000)
-TOKENIZERS = ("marian", "marian-separate", *LANGUAGE_TOKENIZERS, "T5Tokenizer", "madlad")
+# Beside the families' tokenizers: MADLAD-400's (T5's with byte pieces and "<2de>" tags), mBART-25's
+# MBartTokenizer and NLLB's with legacy_behaviour (both: the source language after </s>).
+TOKENIZERS = (
+    "marian",
+    "marian-separate",
+    *LANGUAGE_TOKENIZERS,
+    "T5Tokenizer",
+    "madlad",
+    "MBartTokenizer",
+    "nllb-legacy",
+)
 SOURCES = {f.tokenizer_class: f.source_language for f in FAMILIES.values() if f.has_languages}
+SOURCES |= {"MBartTokenizer": "en_XX", "nllb-legacy": "eng_Latn"}
 
 
 DOMAINS = [(ML_DOMAIN, ML_OPSET)]  # LabelEncoder; no custom domain
@@ -81,11 +93,15 @@ class Portable:
             spec = language.portable_spec()
             self.size = max(language.piece_ids.values()) + 1 + MADE_UP_WORDS
         source_ids = None
+        self.source_last = False
         if self.source:
+            self.source_last = language.source_last
             self.hf.src_lang = self.source
             source_id = np.int64(language.languages[self.source])
             source_ids = b.op("Expand", [b.const(source_id), b.op("Shape", ["text_utf8"], start=0, end=1)])
-        ids, mask, _ = add_portable_tokenizer(b, "text_utf8", spec, max_length=1 << 30, source_ids=source_ids)
+        ids, mask, _ = add_portable_tokenizer(
+            b, "text_utf8", spec, max_length=1 << 30, source_ids=source_ids, source_last=self.source_last
+        )
         b.output(ids, "input_ids", INT32, ["batch", "length"])
         b.output(mask, "attention_mask", INT32, ["batch", "length"])
         text = helper.make_tensor_value_info("text_utf8", TensorProto.UINT8, ["batch", "bytes"])
@@ -121,6 +137,10 @@ def portable(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         directory = tmp_path_factory.mktemp("madlad")
         madlad_tokenizer(directory)
         return Portable("T5Tokenizer", directory, trained=True)
+    if request.param == "nllb-legacy":
+        directory = tmp_path_factory.mktemp("nllb-legacy")
+        nllb_legacy_tokenizer(directory)
+        return Portable("nllb-legacy", directory, trained=True)
     return Portable(request.param, tmp_path_factory.mktemp(request.param))
 
 
@@ -169,6 +189,7 @@ def test_random_texts(portable: Portable) -> None:
             "<s>",
             "<2de>",
             "<0x41>",
+            "\u2581",
         ]
     )
 
@@ -180,7 +201,18 @@ def test_random_texts(portable: Portable) -> None:
     check()
 
 
-OTHER_ADDED = ["eng_Latn", "nob_Latn", "en_XX", "__fr__", "<mask>", "<extra_id_0>", "<extra_id_10>", "</s>", "<2de>"]
+OTHER_ADDED = [
+    "eng_Latn",
+    "nob_Latn",
+    "en_XX",
+    "ro_RO",
+    "__fr__",
+    "<mask>",
+    "<extra_id_0>",
+    "<extra_id_10>",
+    "</s>",
+    "<2de>",
+]
 
 
 def test_added_tokens_typed_in_the_text(portable: Portable) -> None:
@@ -196,7 +228,8 @@ def test_added_tokens_typed_in_the_text(portable: Portable) -> None:
         chunk = texts[start : start + 50]
         wrong += _mismatches(portable, chunk, utf8_batch(chunk))
     assert not wrong, f"{len(wrong)} strings differ from HF, e.g. {wrong[:3]!r}"
-    inner = [portable.hf(text).input_ids[1 if portable.source else 0 : -1] for text in texts]
+    layout = slice(0, -2) if portable.source_last else slice(1 if portable.source else 0, -1)
+    inner = [portable.hf(text).input_ids[layout] for text in texts]
     split = sum(any(i in own.values() for i in ids) for ids in inner)
     assert split > len(texts) // 2
 

@@ -1,4 +1,4 @@
-"""mBART (mBART-50 many-to-many and the like) → ModelSpec.
+"""mBART (mBART-50 many-to-many, mBART-25 and their fine-tunes) → ModelSpec.
 
 Pre-norm layers with a final norm per stack and a norm right after the embeddings; learned
 position tables, one per stack, whose first two rows are never read (offset 2); an output bias.
@@ -12,6 +12,11 @@ from graphgen.model.spec import ModelSpec
 from graphgen.text.rules import TokenizerRule, lang_code_to_id, register_tokenizer
 
 register_tokenizer("MBart50Tokenizer", TokenizerRule(lang_code_to_id, metaspace=True, spm_file="vocab_file"))
+# mBART-25 (facebook/mbart-large-cc25 and its fine-tunes, mbart-large-en-ro): the source language
+# after </s>, the target language as the decoder start (mbart-large-en-ro's config: ro_RO).
+register_tokenizer(
+    "MBartTokenizer", TokenizerRule(lang_code_to_id, metaspace=True, spm_file="vocab_file", target_starts_decoder=True)
+)
 
 MBART_POSITION_OFFSET = 2  # MBartLearnedPositionalEmbedding's fixed offset
 

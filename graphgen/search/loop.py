@@ -38,6 +38,7 @@ from onnx import GraphProto, NodeProto, TensorProto, helper, numpy_helper
 
 from graphgen.contract import (
     ATTENTION_MASK,
+    DECODER_START_TOKEN_ID,
     FORCED_BOS_TOKEN_ID,
     LENGTH_PENALTY,
     MAX_LENGTH,
@@ -516,12 +517,12 @@ def _any(b: GraphBuilder, flags: str) -> str:
     return b.op("Greater", [count, b.const(np.int64(0))])
 
 
-def _initial_beams(search: _Search) -> _Beams:
-    """The state before the first step: every beam is the decoder start; only beam 0 counts."""
-    b, spec = search.outer, search.spec
-    start = b.op(
-        "Expand", [b.const(np.full((1, 1, 1), spec.decoder_start_token_id, dtype=np.int64)), search.column_shape]
-    )
+def _initial_beams(search: _Search, decoder_start: str) -> _Beams:
+    """The state before the first step: every beam is its row's decoder start (int32 ``[1]`` or
+    ``[B]``, ``decoder_start``); only beam 0 counts."""
+    b = search.outer
+    per_row = b.reshape(b.op("Cast", [decoder_start], to=INT64), [-1, 1, 1])
+    start = b.op("Expand", [per_row, search.column_shape])
     first_only = b.op(
         "Where",
         [
@@ -564,6 +565,7 @@ def loop_search(
     sequences: str,
     scores: str,
     forced_bos: str = FORCED_BOS_TOKEN_ID,
+    decoder_start: str = DECODER_START_TOKEN_ID,
     *,
     float16: bool = False,
 ) -> LoopSearch:
@@ -572,8 +574,9 @@ def loop_search(
 
     Reads the graph inputs ``num_beams``, ``num_return_sequences``, ``max_length``,
     ``min_length``, ``length_penalty`` and ``repetition_penalty``, and ``forced_bos`` (see
-    ``FORCED_BOS_TOKEN_ID``). ``float16`` builds the layers (and so the KV caches) in float16 from a
-    float16 spec (``passes.fp16.float16_spec``); the logits reach the search as float32, as in HF.
+    ``FORCED_BOS_TOKEN_ID``), and the value ``decoder_start`` (see ``DECODER_START_TOKEN_ID``).
+    ``float16`` builds the layers (and so the KV caches) in float16 from a float16 spec
+    (``passes.fp16.float16_spec``); the logits reach the search as float32, as in HF.
     """
     search = _Search(spec, input_ids)
     b = search.outer
@@ -594,7 +597,7 @@ def loop_search(
     cross_bias = b.op("Expand", [item_bias, bias_shape])
     width = heads * spec.head_dim(heads)  # the attention's width (T5's may differ from d_model)
     query_groups = (b.op("Concat", [search.grid, b.const(i64(width))], axis=0), ROWS)
-    beams = _initial_beams(search)
+    beams = _initial_beams(search, decoder_start)
     # Every decoder step, the first included, runs in the loop body: each decoder weight is read by
     # one node, so ONNX Runtime prepacks it once (a first step outside the loop doubled the decoder's
     # share of the session's memory). The first step starts from empty self-attention caches.
@@ -698,6 +701,10 @@ def forced_bos_default(spec: ModelSpec) -> np.ndarray:
     return np.array([NO_FORCED_BOS if forced is None else forced], dtype=np.int32)
 
 
+def decoder_start_default(spec: ModelSpec) -> np.ndarray:
+    return np.array([spec.decoder_start_token_id], dtype=np.int32)
+
+
 def build_core(
     spec: ModelSpec,
     quantization: str,
@@ -719,6 +726,8 @@ def build_core(
     inputs, defaults, outputs = id_level_io(spec)
     inputs.append(helper.make_tensor_value_info(FORCED_BOS_TOKEN_ID, INT32, ["forced_bos_rows"]))
     defaults.append(numpy_helper.from_array(forced_bos_default(spec), FORCED_BOS_TOKEN_ID))
+    # not an input: text files that choose it by target_language replace it (build_text_model)
+    defaults.append(numpy_helper.from_array(decoder_start_default(spec), DECODER_START_TOKEN_ID))
     check = source_length_check(spec, too_long_remedy)
     trim = trim_sequences(spec)
     return SearchCore(

@@ -118,7 +118,7 @@ def language_tokenizer(directory: Path, tokenizer_class: str) -> Any:
     directory.mkdir(parents=True, exist_ok=True)
     if tokenizer_class == "T5Tokenizer":
         return _t5_tokenizer(directory, 600, extra_ids=100)
-    kind = "unigram" if tokenizer_class == "MBart50Tokenizer" else "bpe"
+    kind = "unigram" if tokenizer_class in ("MBart50Tokenizer", "MBartTokenizer") else "bpe"
     (directory / "sentencepiece.bpe.model").write_bytes(_train_sentencepiece(kind, 600))
     cls = getattr(transformers, tokenizer_class)
     if tokenizer_class == "NllbTokenizer":
@@ -126,7 +126,7 @@ def language_tokenizer(directory: Path, tokenizer_class: str) -> Any:
 
         codes = FAIRSEQ_LANGUAGE_CODES
         cls.from_pretrained(directory, additional_special_tokens=codes, src_lang="eng_Latn").save_pretrained(directory)
-    elif tokenizer_class == "MBart50Tokenizer":
+    elif tokenizer_class in ("MBart50Tokenizer", "MBartTokenizer"):
         cls.from_pretrained(directory, src_lang="en_XX").save_pretrained(directory)
     else:  # M2M100: the hub's files as they are (pieces map to ids through vocab.json, fairseq's specials first)
         import sentencepiece as spm
@@ -283,6 +283,40 @@ def language_checkpoint(directory: Path, tokenizer_class: str, seed: int = 0, **
     architecture = family_of_tokenizer(tokenizer_class).architecture
     model = random_family_model(directory, architecture, size, seed, **generation)
     return model, tokenizer
+
+
+def mbart25_checkpoint(directory: Path, seed: int = 0, **generation: object) -> tuple[Any, Any]:
+    """A checkpoint laid out as mBART-25's fine-tunes (facebook/mbart-large-en-ro): MBartTokenizer
+    (the source language after ``</s>``, 25 codes) and the decoder started with ``ro_RO``'s token, as
+    mbart-large-en-ro's config does; random weights. Returns the HF model and tokenizer."""
+    tokenizer = language_tokenizer(directory, "MBartTokenizer")
+    size = max(tokenizer.get_vocab().values()) + 1 + MADE_UP_WORDS
+    start = {"decoder_start_token_id": tokenizer.lang_code_to_id["ro_RO"]}
+    model = random_family_model(directory, "MBart", size, seed, **(start | generation))
+    return model, tokenizer
+
+
+def nllb_legacy_tokenizer(directory: Path) -> Any:
+    """NLLB's tokenizer files with ``legacy_behaviour`` set in its config: the source language after
+    ``</s>``. Returns the HF tokenizer as loaded back from ``directory``."""
+    language_tokenizer(directory, "NllbTokenizer")
+    return _legacy_behaviour(directory)
+
+
+def _legacy_behaviour(directory: Path) -> Any:
+    import transformers
+
+    config_path = directory / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8")) | {"legacy_behaviour": True}
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    return transformers.AutoTokenizer.from_pretrained(directory)
+
+
+def nllb_legacy_checkpoint(directory: Path, seed: int = 0, **generation: object) -> tuple[Any, Any]:
+    """An NLLB checkpoint whose tokenizer sets ``legacy_behaviour`` (``nllb_legacy_tokenizer``); the
+    target is still forced as the first generated token. Returns the HF model and tokenizer."""
+    model, _ = language_checkpoint(directory, "NllbTokenizer", seed, **generation)
+    return model, _legacy_behaviour(directory)
 
 
 def t5_checkpoint(directory: Path, variant: str, seed: int = 0, **generation: object) -> tuple[Any, Any]:

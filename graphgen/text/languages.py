@@ -1,10 +1,12 @@
 """Tokenizer graphs for the SentencePiece tokenizers that mark languages with tokens: NLLB-200,
 mBART-50 and M2M100; and T5's, which marks none (its task is a text prefix).
 
-All three encode a source as ``[source language] + pieces + [</s>]`` and translate into the
+They encode a source as ``[source language] + pieces + [</s>]`` and translate into the
 language whose token is forced as the first generated token (``contract.FORCED_BOS_TOKEN_ID``);
-the graph takes both languages as string inputs, spelled as the HF tokenizer spells them
-(``eng_Latn``, ``en_XX``, ``en``). What differs between the tokenizers is a
+mBART-25's MBartTokenizer (and NLLB's with ``legacy_behaviour``) writes the source language last,
+``pieces + [</s>, source language]``, and its checkpoints start the decoder with the target's token
+(``contract.DECODER_START_TOKEN_ID``). The graph takes both languages as string inputs, spelled as
+the HF tokenizer spells them (``eng_Latn``, ``en_XX``, ``en``). What differs between the tokenizers is a
 ``text.rules.TokenizerRule``, registered by its family: where the HF tokenizer keeps its language
 codes, and whose whitespace rules apply. HF builds the NLLB and mBART-50 tokenizers with the
 ``tokenizers`` library from the SentencePiece model (a ``Metaspace`` pipeline); M2M100's runs
@@ -94,6 +96,8 @@ class LanguageVocabulary:
     # the added tokens HF finds in a text as typed, and (``tokenizers``' ``normalized=True``) after normalizing it
     added_tokens: tuple[AddedToken, ...] = ()
     normalized_tokens: tuple[AddedToken, ...] = ()
+    source_last: bool = False  # text + [</s>, source language] (MBartTokenizer, NLLB's legacy_behaviour)
+    target_starts_decoder: bool = False  # the target language is the decoder start (MBartTokenizer)
 
     def portable_spec(self) -> PortableSpec:
         """What the portable tokenizer graph needs to reproduce this tokenizer."""
@@ -169,6 +173,13 @@ def language_codes(tokenizer: Any) -> dict[str, int] | None:
     return rule.languages(tokenizer) if rule.languages is not None else {}
 
 
+def starts_decoder_with_target(tokenizer: Any) -> bool:
+    """Whether a loaded HF tokenizer's checkpoints take the target language as the decoder start
+    (``generate(decoder_start_token_id=...)``, MBartTokenizer) rather than as the forced first token."""
+    rule = tokenizer_rules().get(type(tokenizer).__name__.removesuffix("Fast"))
+    return rule is not None and rule.target_starts_decoder
+
+
 def is_language_tokenizer(directory: Path) -> bool:
     """Whether the checkpoint's tokenizer (by its ``tokenizer_config.json``) has a registered rule."""
     config = directory / "tokenizer_config.json"
@@ -207,11 +218,19 @@ def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
         "Metaspace"
     ]
     word_split = kinds == ["Precompiled"] and pre_kinds == ["WhitespaceSplit", "Metaspace"]
-    if not ((collapsing or word_split) and metaspace_ok and replace_ok and strip_ok):
+    # MBartTokenizer: runs of spaces become "▁" before the split (SentencePiece's op splits them as
+    # spaces; the two differ only where such a run meets a typed "▁")
+    mbart_split = (
+        kinds == ["Precompiled", "Strip", "Replace"]
+        and pre_kinds == ["WhitespaceSplit", "Metaspace"]
+        and all(step.get("content") == METASPACE for step in steps if step.get("type") == "Replace")
+    )
+    replace_ok = replace_ok or mbart_split
+    if not ((collapsing or word_split or mbart_split) and metaspace_ok and replace_ok and strip_ok):
         raise UnsupportedModelError(
             f"the tokenizer of {directory} runs the pipeline normalizer={kinds}, pre_tokenizer={pre_kinds}; "
             "graphgen's tokenizer graph reproduces Precompiled + [Strip(right)] + Replace(' {2,}') with "
-            "Metaspace, and Precompiled with WhitespaceSplit + Metaspace"
+            "Metaspace, and Precompiled [+ Strip(right) + Replace(' {2,}', '▁')] with WhitespaceSplit + Metaspace"
         )
     return collapsing and "Strip" not in kinds
 
@@ -255,12 +274,15 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
         tokenizer.src_lang = source
     probe = "a b"
     layout = tokenizer(probe).input_ids
-    expected = [*([languages[source]] if languages else []), *tokenizer(probe, add_special_tokens=False).input_ids]
-    if layout != [*expected, tokenizer.eos_token_id]:
-        wanted = "[source language] + text + [</s>]" if languages else "text + [</s>]"
+    pieces = tokenizer(probe, add_special_tokens=False).input_ids
+    code = [languages[source]] if languages else []
+    source_last = bool(code) and layout == [*pieces, tokenizer.eos_token_id, *code]
+    if layout != [*code, *pieces, tokenizer.eos_token_id] and not source_last:
+        wanted = "text + [</s>]"
+        if languages:
+            wanted = "[source language] + text + [</s>] or text + [</s>, source language]"
         raise UnsupportedModelError(
-            f"the {name} of {directory} lays {probe!r} out as {layout}; graphgen builds {wanted} "
-            "(NLLB's legacy_behaviour=True is not supported)"
+            f"the {name} of {directory} lays {probe!r} out as {layout}; graphgen builds {wanted}"
         )
     if rule.metaspace:
         check_decoder(json.loads(tokenizer.backend_tokenizer.to_str()), directory)
@@ -282,6 +304,8 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
         pipeline=tokenizer.backend_tokenizer.to_str() if rule.metaspace else None,
         added_tokens=typed,
         normalized_tokens=normalized,
+        source_last=source_last,
+        target_starts_decoder=rule.target_starts_decoder,
     )
 
 
@@ -380,10 +404,13 @@ def add_language_tokenizer(
         chunk_ids, chunk_mask = append_where(b, chunk_ids, chunk_mask, trailing, space)
     tokens, token_splits = padded_to_ragged(b, chunk_ids, chunk_mask)
     rows = b.op("Shape", [text])
-    source = has_source = None
+    source = has_source = last = None
     if source_language is not None:
-        source = b.op("Cast", [language_ids(b, source_language, vocabulary, SOURCE_LANGUAGE, rows)], to=INT64)
-        has_source = b.op("Expand", [b.const(np.bool_(True)), rows])
+        codes = b.op("Cast", [language_ids(b, source_language, vocabulary, SOURCE_LANGUAGE, rows)], to=INT64)
+        if vocabulary.source_last:
+            last = codes
+        else:
+            source, has_source = codes, b.op("Expand", [b.const(np.bool_(True)), rows])
     return ragged_to_padded(
         b,
         tokens,
@@ -391,6 +418,7 @@ def add_language_tokenizer(
         prefix=source,
         has_prefix=has_source,
         suffix_id=vocabulary.eos_id,
+        last=last,
         pad_id=pad,
         max_length=max_length,
     )

@@ -78,6 +78,14 @@ class MarianVocabulary:
     def default_source(self) -> str:
         return ""
 
+    @property
+    def source_last(self) -> bool:
+        return False
+
+    @property
+    def target_starts_decoder(self) -> bool:
+        return False
+
     def portable_tokenizer(self, spec: ModelSpec) -> PortableSpec:
         return self.portable_spec(spec.eos_token_id, spec.pad_token_id)
 

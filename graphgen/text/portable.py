@@ -100,7 +100,8 @@ class PortableSpec:
     eos_id: int
     pad_id: int
     strip_right: bool = False
-    collapse: bool = False
+    collapse: bool = False  # runs of spaces become one space (Replace(" {2,}", " "), metaspace)
+    runs_to_metaspace: bool = False  # runs of spaces become one "▁" (Replace(" {2,}", "▁"), whitespace_split)
     # added tokens the tokenizer finds in the normalized text (``tokenizers``' ``normalized=True``)
     normalized_tokens: tuple[AddedToken, ...] = ()
     notes: list[str] = field(default_factory=list)
@@ -235,26 +236,28 @@ def spec_for_tokenizers(
     parts = PipelineSteps.of(pipeline)
     steps, kinds, pre_steps, pre_kinds = parts.steps, parts.kinds, parts.pre_steps, parts.pre_kinds
     meta = pre_steps[-1] if pre_steps else {}
+    word_split = pre_kinds == ["WhitespaceSplit", "Metaspace"]
+    # Metaspace collapses runs of spaces into a space (mBART-50, NLLB); WhitespaceSplit follows a
+    # collapse into "▁" (MBartTokenizer) or none (T5).
+    collapsed_into = METASPACE if word_split else " "
+    replaces = [s for s in steps if s.get("type") == "Replace"]
     ok = (
         kinds
         and kinds[0] == "Precompiled"
-        and pre_kinds in (["Metaspace"], ["WhitespaceSplit", "Metaspace"])
+        and (pre_kinds == ["Metaspace"] or word_split)
         and meta.get("replacement") == METASPACE
         and meta.get("prepend_scheme") == "always"
         and meta.get("split", True)
-        and all(s.get("type") in ("Strip", "Replace") for s in steps[1:])
+        and kinds[1:] in ([], ["Replace"], ["Strip", "Replace"], ["Strip"])
         and all(s.get("strip_right") and not s.get("strip_left") for s in steps if s.get("type") == "Strip")
-        and all(
-            s.get("pattern", {}).get("Regex") == " {2,}" and s.get("content") == " "
-            for s in steps
-            if s.get("type") == "Replace"
-        )
+        and all(s.get("pattern", {}).get("Regex") == " {2,}" and s.get("content") == collapsed_into for s in replaces)
+        and not (word_split and replaces and normalized_tokens)
     )
     if not ok:
         raise UnsupportedModelError(
             f"{name} runs normalizer={kinds}, pre_tokenizer={pre_kinds}; the portable tokenizer reproduces "
-            "Precompiled [+ Strip(right)] [+ Replace(' {2,}')] with Metaspace, and Precompiled with "
-            "WhitespaceSplit + Metaspace"
+            "Precompiled [+ Strip(right)] [+ Replace(' {2,}', ' ')] with Metaspace, and Precompiled "
+            "[+ Strip(right) + Replace(' {2,}', '▁')] with WhitespaceSplit + Metaspace"
         )
     charsmap = base64.b64decode(steps[0].get("precompiled_charsmap") or "")
     spec = pipeline["model"]
@@ -303,7 +306,8 @@ def spec_for_tokenizers(
         eos_id=eos_id,
         pad_id=pad_id,
         strip_right="Strip" in kinds,
-        collapse="Replace" in kinds,
+        collapse=bool(replaces) and not word_split,
+        runs_to_metaspace=bool(replaces) and word_split,
     )
 
 
@@ -387,7 +391,10 @@ def _segment(b: GraphBuilder, spec: PortableSpec, codes: str, chunks: Segments) 
         strip = spec.strip_right and split is None  # else stripped before the split
         codes, chunks, word_starts = metaspace(b, codes, chunks, strip_right=strip, collapse=spec.collapse)
     else:
-        codes, chunks, word_starts = whitespace_split(b, codes, chunks)
+        strip = spec.strip_right and split is None  # else stripped before the split
+        codes, chunks, word_starts = whitespace_split(
+            b, codes, chunks, strip_right=strip, runs_to_metaspace=spec.runs_to_metaspace
+        )
     words = from_flags(b, b.op("Or", [word_starts, starts(b, chunks)]))
     word_chunk = b.op("Gather", [chunks.seg, b.op("Slice", [words.splits, b.const(i64(0)), b.const(i64(-1))])])
     model = spec.model
@@ -454,10 +461,12 @@ def add_portable_tokenizer(
     spec: PortableSpec,
     max_length: int | str,
     source_ids: str | None = None,
+    source_last: bool = False,
 ) -> tuple[str, str, str]:
     """Append the encoding nodes for uint8 ``[batch, bytes]`` ``text_utf8``; returns int32
     ``input_ids`` and ``attention_mask`` and the int64 ``[1]`` batch size. ``source_ids`` (int64
-    ``[batch]``) are language tokens put first."""
+    ``[batch]``) are language tokens put first, or with ``source_last`` after the ``</s>``
+    (MBartTokenizer, NLLB's ``legacy_behaviour``)."""
     codes, rows = decode_utf8(b, text_utf8)
     batch = b.op("Shape", [text_utf8], start=0, end=1)
     # Chunks: each added token typed in the text is one, and so is each text between them.
@@ -477,16 +486,20 @@ def add_portable_tokenizer(
     values, total = _interleave(b, first_id, token_chunk, ids)
     per_row = b.op("ScatterElements", [zeros(b, batch), chunk_row, total], reduction="add")
     row_splits = splits_from_counts(b, per_row)
-    has_source = None
-    if source_ids is not None:
+    has_source = first = last = None
+    if source_ids is not None and source_last:
+        last = source_ids
+    elif source_ids is not None:
+        first = source_ids
         has_source = b.op("Expand", [b.const(np.bool_(True)), batch])
     ids, mask = ragged_to_padded(
         b,
         values,
         row_splits,
-        prefix=source_ids,
+        prefix=first,
         has_prefix=has_source,
         suffix_id=spec.eos_id,
+        last=last,
         pad_id=spec.pad_id,
         max_length=max_length,
     )

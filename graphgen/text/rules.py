@@ -21,6 +21,10 @@ class TokenizerRule:
     # Whether an id the vocabulary lacks decodes to the unknown token's text, kept verbatim (the
     # Python tokenizers that decode runs of pieces with SentencePiece), rather than to nothing.
     unknown_verbatim: bool = False
+    # Whether the target language's token is the decoder start (MBartTokenizer: mBART-25's
+    # checkpoints start the decoder with it, ``decoder_start_token_id``) rather than the first
+    # generated token (``forced_bos_token_id``).
+    target_starts_decoder: bool = False
 
 
 # HF tokenizer class name (without "Fast") → its rule. Filled by the family modules on import.
@@ -40,6 +44,6 @@ def tokenizer_rules() -> dict[str, TokenizerRule]:
 
 
 def lang_code_to_id(tokenizer: Any) -> dict[str, int]:
-    """mBART-50 (``en_XX`` → ``en_XX``) and M2M100 (``en`` → ``__en__``) list their codes in
+    """mBART-25 and mBART-50 (``en_XX`` → ``en_XX``) and M2M100 (``en`` → ``__en__``) list their codes in
     ``lang_code_to_id``."""
     return {str(code): int(index) for code, index in tokenizer.lang_code_to_id.items()}

@@ -35,6 +35,18 @@ class Vocabulary(Protocol):
         """The source code the tokenizer starts with (its ``src_lang``); ``""`` without codes."""
         ...
 
+    @property
+    def source_last(self) -> bool:
+        """Whether the source language's token comes after the ``</s>`` (``text </s> en_XX``:
+        MBartTokenizer, NLLB's ``legacy_behaviour``) rather than first (``en_XX text </s>``)."""
+        ...
+
+    @property
+    def target_starts_decoder(self) -> bool:
+        """Whether the target language's token is the decoder start (MBartTokenizer's checkpoints,
+        ``generate(decoder_start_token_id=...)``) rather than the forced first token."""
+        ...
+
     def portable_tokenizer(self, spec: ModelSpec) -> PortableSpec:
         """What the tokenizer in standard ops (``text.portable``) needs to encode as HF does."""
         ...

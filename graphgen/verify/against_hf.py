@@ -61,13 +61,16 @@ def verify(
     """Print a parity report; True when every sentence matches in every configuration.
 
     For language-coded tokenizers (NLLB, mBART-50, M2M100) the languages default to the file's;
-    HF's side gets the source as ``tokenizer.src_lang`` and the target as ``forced_bos_token_id``.
+    HF's side gets the source as ``tokenizer.src_lang`` and the target as ``forced_bos_token_id``
+    (MBartTokenizer's checkpoints: as ``decoder_start_token_id``, which an id-level file keeps at
+    the checkpoint's).
     """
     import numpy as np
     import onnxruntime as ort
     import transformers
 
     from graphgen.runtime.translator import Translator, session_options
+    from graphgen.text.languages import starts_decoder_with_target
     from graphgen.verify.parity import compare, generated_tokens, hf_generate
 
     sentences = read_sentences(sentences_file, limit)
@@ -85,7 +88,15 @@ def verify(
     if chosen is not None:
         source, target, target_id = chosen
         print(f"languages: source {source}, target {target}", file=out)
-        hf_languages = forced = {FORCED_BOS_TOKEN_ID: target_id}  # the same name in HF and in the file
+        if starts_decoder_with_target(tokenizer):
+            if not text_level and target_id != info.special_ids.get("decoder_start"):
+                raise GraphgenError(
+                    f"an id-level file of this checkpoint starts the decoder with its decoder_start_token_id; "
+                    f"{target} needs a text-level file (its target_language input)"
+                )
+            hf_languages = {"decoder_start_token_id": target_id}
+        else:
+            hf_languages = forced = {FORCED_BOS_TOKEN_ID: target_id}  # the same name in HF and in the file
         graph_languages = {SOURCE_LANGUAGE: source, TARGET_LANGUAGE: target}
     all_match = True
     runs: list[tuple[str, dict[str, Any]]] = [
