@@ -23,6 +23,7 @@ import pytest
 from graphgen import Translator, export
 from graphgen._errors import GraphgenError
 from graphgen.contract import read_file_info
+from graphgen.passes.bake import write_baked
 from graphgen.testing import demo_texts, mbart25_checkpoint, nllb_legacy_checkpoint
 from graphgen.verify.against_hf import verify
 from graphgen.verify.parity import graph_generate, hf_generate
@@ -111,6 +112,28 @@ def test_verify_and_the_extensions_file(mbart25: tuple[Path, Any, Any, Path], tm
     got = Translator(str(extensions)).translate(texts, source_language="en_XX", target_language="de_DE", max_length=16)
     assert got == _hf(
         model, tokenizer, texts, "en_XX", 1, decoder_start_token_id=tokenizer.convert_tokens_to_ids("de_DE")
+    )
+
+
+def test_the_file_without_strings_and_the_baked_copy(mbart25: tuple[Path, Any, Any, Path], tmp_path: Path) -> None:
+    """The languages as UTF-8 bytes (``--no-strings``) and as required inputs of a ``graphgen bake
+    --keep-languages`` copy (what Java feeds) choose the decoder start as the strings do."""
+    directory, model, tokenizer, onnx_file = mbart25
+    bytes_only = tmp_path / "bytes.onnx"
+    export(str(directory), str(bytes_only), strings=False, progress=_quiet)
+    kept = tmp_path / "kept.onnx"
+    write_baked(bytes_only, kept, {"num_beams": 2}, keep_languages=True)
+    plain = Translator(str(onnx_file))
+    targets = ["de_DE", "ro_RO", "fr_XX"] * 9
+    expected = plain.translate(TEXTS, source_language="zh_CN", target_language=targets, max_length=16)
+    assert expected == [
+        _hf(model, tokenizer, [text], "zh_CN", 1, decoder_start_token_id=tokenizer.convert_tokens_to_ids(target))[0]
+        for text, target in zip(TEXTS, targets, strict=True)
+    ]
+    got = Translator(str(bytes_only)).translate(TEXTS, source_language="zh_CN", target_language=targets, max_length=16)
+    assert got == expected
+    assert Translator(str(kept)).translate(TEXTS, source_language="zh_CN", target_language=targets) == (
+        plain.translate(TEXTS, source_language="zh_CN", target_language=targets, num_beams=2)
     )
 
 
