@@ -78,12 +78,14 @@ def add_parser(commands: Any) -> None:
         "failing on it",
     )
     languages = translate.add_argument_group(
-        "languages (files exported from NLLB, M2M100 and mBART-50 checkpoints; codes as their HF tokenizer "
-        "spells them, e.g. eng_Latn, en, en_XX)"
+        "languages (files exported from NLLB, M2M100, mBART-50 and mBART-25 checkpoints; codes as their HF "
+        "tokenizer spells them, e.g. eng_Latn, en, en_XX)"
     )
     languages.add_argument("--source-language", help="the language of the input (default: the file's)")
     languages.add_argument(
-        "--target-language", help="the language to translate into (default: the file's; '' forces none)"
+        "--target-language",
+        help="the language to translate into (default: the file's; '' forces none, or in an mBART-25 file "
+        "starts the decoder as the checkpoint does)",
     )
     generation_options(translate)
     translate.set_defaults(run=run)
