@@ -115,6 +115,27 @@ def test_verify_and_the_extensions_file(mbart25: tuple[Path, Any, Any, Path], tm
     )
 
 
+def test_a_long_source_is_cut_before_the_language(mbart25: tuple[Path, Any, Any, Path]) -> None:
+    """``truncate=True`` cuts as HF's ``truncation=True``: the pieces, so that ``</s>`` and the
+    language still fit (64 positions here); without it the file refuses the text."""
+    import torch
+
+    _, model, tokenizer, onnx_file = mbart25
+    translator = Translator(str(onnx_file))
+    long_text = " ".join(demo_texts()[:12])
+    tokenizer.src_lang = "en_XX"
+    inputs = tokenizer([long_text, "short"], return_tensors="pt", padding=True, truncation=True, max_length=64)
+    assert inputs.input_ids.shape[1] == 64 and len(tokenizer(long_text).input_ids) > 64
+    assert inputs.input_ids[0, -2:].tolist() == [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("en_XX")]
+    with torch.no_grad():
+        output = model.generate(**inputs, num_beams=2, max_length=12)
+    expected = tokenizer.batch_decode(output, skip_special_tokens=True)
+    got = translator.translate([long_text, "short"], source_language="en_XX", num_beams=2, max_length=12, truncate=True)
+    assert got == expected
+    with pytest.raises(Exception, match="longer than the model.s limit of 64 tokens"):
+        translator.translate([long_text], source_language="en_XX", max_length=12)
+
+
 def test_the_file_without_strings_and_the_baked_copy(mbart25: tuple[Path, Any, Any, Path], tmp_path: Path) -> None:
     """The languages as UTF-8 bytes (``--no-strings``) and as required inputs of a ``graphgen bake
     --keep-languages`` copy (what Java feeds) choose the decoder start as the strings do."""
