@@ -132,7 +132,7 @@ def test_a_long_source_is_cut_before_the_language(mbart25: tuple[Path, Any, Any,
     expected = tokenizer.batch_decode(output, skip_special_tokens=True)
     got = translator.translate([long_text, "short"], source_language="en_XX", num_beams=2, max_length=12, truncate=True)
     assert got == expected
-    with pytest.raises(Exception, match="longer than the model.s limit of 64 tokens"):
+    with pytest.raises(Exception, match="longer than the model's limit of 64 tokens"):
         translator.translate([long_text], source_language="en_XX", max_length=12)
 
 
