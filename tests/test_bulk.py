@@ -217,6 +217,19 @@ def test_translations_that_used_all_of_max_length_are_named(demo_onnx: Path, dem
     hf_texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
     assert lines_of(out) == ["\t".join(hf_texts[2 * i : 2 * i + 2]) for i in range(len(sources))]
 
+    # --on-error fail stops at a bad line 21: the lines written before it are still named (not those
+    # after it, translated in the same window but not written)
+    lines = [f"{s}\n".encode() for s in sources]
+    source_file.write_bytes(b"".join(lines[:20]) + b"\xff\n" + b"".join(lines[20:]))
+    done = graphgen_translate(demo_onnx, *args, "--overwrite")
+    assert done.returncode != 0 and "line 21: not valid UTF-8" in done.stderr, done.stderr[-2000:]
+    before = [number for number in expected if number <= 20]
+    assert 0 < len(before) < len(expected)
+    assert f"{len(before)} translation(s) used all 12 tokens of max_length and may be cut short: " in done.stderr
+    assert f"line(s) {', '.join(map(str, before))}; a larger" in done.stderr
+    assert len(lines_of(out)) == 20
+    source_file.write_bytes(b"".join(lines))
+
     done = graphgen_translate(demo_onnx, *sources[:3], "--max-length", "12", "--num-return-sequences", "2")
     few = [number for number in expected if number <= 3]
     assert ("used all 12 tokens" in done.stderr) == bool(few)

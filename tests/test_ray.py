@@ -38,6 +38,12 @@ def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) ->
         rows = ray.data.read_text(corpus, drop_empty_lines=False)
         taken = translate(rows, model, concurrency=2, cpus_per_actor=0.5, batch_size=16, providers=("cpu",)).take_all()
         print(json.dumps({{"rows": taken}}, ensure_ascii=False))
+        short = translate(rows, model, concurrency=1, cpus_per_actor=0.5, max_length=8, num_beams=1).take(40)
+        print(json.dumps({{"short": short}}, ensure_ascii=False))
+        try:
+            translate(rows, model, concurrency=1, max_length_column="error")
+        except Exception as error:
+            print(json.dumps({{"refused": str(error)}}))
         translate_text_file(corpus, out, model, concurrency=2, cpus_per_actor=0.5, num_beams=1)
         ray.shutdown()
     """)
@@ -47,6 +53,7 @@ def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) ->
     assert "leave less than one of the cluster's 2 CPUs" in messages[0]["refused"]
     assert "no npu9" in messages[1]["refused"]
     messages.pop(1)
+    assert "the added columns ['translation', 'error', 'error'] must all differ" in messages[3]["refused"]
 
     translator = Translator(demo_onnx)
     single = list(translate_lines(translator, [f"{s}\n".encode() for s in sources], TextLines()))
@@ -56,6 +63,16 @@ def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) ->
     errors = {i: row["error"] for i, row in enumerate(rows) if row["error"]}
     assert errors == {18: "longer than the model's limit of 512 tokens (truncation cuts it: --truncate)"}
     assert rows[17]["translation"] == ""
+    assert not any(row["used_max_length"] for row in rows)  # the demo's max_length is 512
+
+    # max_length reached: flagged per row, as the single-process path reports the same lines
+    cut: list[int] = []
+    settings = {"max_length": 8, "num_beams": 1}
+    lines = [f"{s}\n".encode() for s in sources[:40]]
+    short = list(translate_lines(translator, lines, TextLines(), settings=settings, used_max_length=cut.append))
+    assert [row["translation"] or "" for row in messages[2]["short"]] == [text for text, _ in short]
+    flagged = [index + 1 for index, row in enumerate(messages[2]["short"]) if row["used_max_length"]]
+    assert flagged == cut and 0 < len(cut) < 40
 
     # The JSON Lines files Ray wrote, read in name order, hold the rows in input order.
     written = [

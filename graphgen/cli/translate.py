@@ -138,31 +138,34 @@ def _warn_used_max_length(numbers: list[int], what: str, max_length: int, positi
 
 
 def _translate_file(args: argparse.Namespace, translator: Translator, settings: dict[str, Any]) -> int:
-    from graphgen.runtime.bulk import line_format_for, translate_file
+    from graphgen.runtime.bulk import BulkError, line_format_for, translate_file
 
     source = None if args.input in (None, "-") else Path(args.input)
     target = None if args.output in (None, "-") else Path(args.output)
     interactive = source is None and sys.stdin.isatty()
     window = 1 if interactive else args.window  # answer each typed line at once
-    result = translate_file(
-        translator,
-        source,
-        target,
-        line_format_for(source, args.format, args.field, args.target_field),
-        resume=args.resume,
-        overwrite=args.overwrite,
-        on_error=args.on_error,
-        batch_size=min(args.batch_size, window),
-        window=window,
-        truncate=True if args.truncate else None,
-        settings=settings,
-        progress=not args.quiet and not interactive,
-    )
+    max_length = translator.settings(settings)[MAX_LENGTH]
+    try:
+        result = translate_file(
+            translator,
+            source,
+            target,
+            line_format_for(source, args.format, args.field, args.target_field),
+            resume=args.resume,
+            overwrite=args.overwrite,
+            on_error=args.on_error,
+            batch_size=min(args.batch_size, window),
+            window=window,
+            truncate=True if args.truncate else None,
+            settings=settings,
+            progress=not args.quiet and not interactive,
+        )
+    except BulkError as error:  # the lines written before the failing one may be cut short too
+        _warn_used_max_length(error.used_max_length, "line", max_length, translator.max_positions)
+        raise
     if result.resumed_after and not args.quiet:
         print(f"[graphgen] resumed after line {result.resumed_after:,}", file=sys.stderr)
-    _warn_used_max_length(
-        result.used_max_length, "line", translator.settings(settings)[MAX_LENGTH], translator.max_positions
-    )
+    _warn_used_max_length(result.used_max_length, "line", max_length, translator.max_positions)
     if result.skipped:
         lines = ", ".join(str(error.line) for error in result.skipped[:20])
         more = "" if len(result.skipped) <= 20 else f" and {len(result.skipped) - 20} more"

@@ -5,7 +5,9 @@ on a cluster (``ray.init(address="auto")``, inputs and outputs on storage every 
 as ``s3://``): the model file is read once by the driver and shipped to the actors through Ray's
 object store, so workers need no copy of it. Rows that cannot be translated (a source longer
 than the model's limit, say) keep their place with a null translation and the reason in
-``error_column``, as ``graphgen translate --on-error skip`` does; none is dropped.
+``error_column``, as ``graphgen translate --on-error skip`` does; none is dropped. A translation
+that used every position up to ``max_length`` (HF's ``generate`` stops there too, so it may be cut
+short) is flagged True in ``max_length_column``, where ``graphgen translate`` warns on stderr.
 
     import ray
     from graphgen.ray import translate
@@ -42,6 +44,7 @@ class TranslateBatch:
         column: str,
         output_column: str,
         error_column: str,
+        max_length_column: str | None,
         threads: int | None,
         truncate: bool | None,
         settings: dict[str, Any],
@@ -54,6 +57,7 @@ class TranslateBatch:
             providers=resolve_providers(providers),
         )
         self.column, self.output_column, self.error_column = column, output_column, error_column
+        self.max_length_column = max_length_column
         self.truncate, self.settings = truncate, settings
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -71,6 +75,8 @@ class TranslateBatch:
         translations[:] = [item.translation for item in items]
         batch[self.output_column] = translations
         batch[self.error_column] = np.array([item.error for item in items], dtype=object)
+        if self.max_length_column is not None:
+            batch[self.max_length_column] = np.array([item.used_max_length for item in items], dtype=bool)
         return batch
 
 
@@ -81,6 +87,7 @@ def translate(
     column: str = "text",
     output_column: str = "translation",
     error_column: str = "error",
+    max_length_column: str | None = "used_max_length",
     batch_size: int = 16,
     concurrency: int = 2,
     threads_per_actor: int = 1,
@@ -91,7 +98,9 @@ def translate(
     gpus_per_actor: float = 0.0,
     **settings: Any,
 ) -> ray.data.Dataset:
-    """``dataset`` with ``output_column`` (and ``error_column``) added; rows keep their order.
+    """``dataset`` with ``output_column``, ``error_column`` and ``max_length_column`` (a bool: the
+    translation used every position up to ``max_length``, so may be cut short; ``None`` leaves it
+    out) added; rows keep their order.
 
     ``concurrency`` actors each hold one session using ``threads_per_actor`` cores; Ray reserves
     ``cpus_per_actor`` CPUs for each (default: ``threads_per_actor``). The actors must leave at
@@ -105,6 +114,9 @@ def translate(
     path = Path(model)
     if not path.is_file():
         raise GraphgenError(f"{path} does not exist")
+    added = [output_column, error_column] + ([max_length_column] if max_length_column is not None else [])
+    if len(set(added)) < len(added) or column in added:
+        raise GraphgenError(f"column={column!r} and the added columns {added} must all differ")
     if batch_size < 1 or concurrency < 1 or threads_per_actor < 1:
         raise GraphgenError("batch_size, concurrency and threads_per_actor must be at least 1")
     cpus = float(threads_per_actor if cpus_per_actor is None else cpus_per_actor)
@@ -131,6 +143,7 @@ def translate(
             "column": column,
             "output_column": output_column,
             "error_column": error_column,
+            "max_length_column": max_length_column,
             "threads": threads_per_actor,
             "truncate": truncate,
             "settings": dict(settings),
@@ -151,8 +164,8 @@ def translate(
 def translate_text_file(source: str, destination: str, model: str | Path, **options: Any) -> None:
     """Translate a text file (one sentence per line, blank lines kept) into JSON Lines files under ``destination``.
 
-    Each output row is ``{"text": ..., "translation": ..., "error": ...}``, in input order across
-    the files Ray writes (named by block, in order).
+    Each output row is ``{"text": ..., "translation": ..., "error": ..., "used_max_length": ...}``, in
+    input order across the files Ray writes (named by block, in order).
     """
     rows = ray.data.read_text(source, drop_empty_lines=False)
     translate(rows, model, **options).write_json(destination)

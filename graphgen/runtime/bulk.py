@@ -42,14 +42,17 @@ class LineError:
 
 
 class BulkError(GraphgenError):
-    """A line failed with ``on_error="fail"``; the lines before it were written."""
+    """A line failed with ``on_error="fail"``; the lines before it were written. ``used_max_length``:
+    the written lines whose translation used every position up to ``max_length``, as in
+    :class:`BulkResult`, so a stopped run still names them."""
 
-    def __init__(self, error: LineError) -> None:
+    def __init__(self, error: LineError, used_max_length: list[int] | None = None) -> None:
         super().__init__(
             f"{error} (the lines before it were written; fix or remove it and run again with --resume, "
             "or pass --on-error skip)"
         )
         self.error = error
+        self.used_max_length = used_max_length or []
 
 
 class _BadLine(Exception):
@@ -343,7 +346,8 @@ def translate_file(
                 if on_error == "fail":
                     _write(target_file, chunk)
                     result.lines += len(chunk)
-                    raise BulkError(failure)
+                    # the window's later lines were translated too, but not written
+                    raise BulkError(failure, [line for line in result.used_max_length if line < failure.line])
                 report(failure)
                 result.skipped.append(failure)
             chunk.append(text.encode("utf-8") + b"\n")

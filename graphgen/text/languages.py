@@ -63,8 +63,8 @@ from graphgen.custom_ops.trie import CodepointTrie, lookup
 from graphgen.custom_ops.utf8 import decode_utf8
 from graphgen.model.spec import ModelSpec
 from graphgen.text.marian import check_spm, sentencepiece_op
-from graphgen.text.portable import AddedToken, PipelineSteps, PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
-from graphgen.text.rules import tokenizer_rules
+from graphgen.text.portable import AddedToken, PipelineShape, PortableSpec, spec_for_sentencepiece, spec_for_tokenizers
+from graphgen.text.rules import TokenizerRule, tokenizer_rules
 from graphgen.text.sentencepiece import parse_model
 from graphgen.text.vocabulary import Vocabulary
 
@@ -89,7 +89,6 @@ class LanguageVocabulary:
     pad_id: int
     special_ids: frozenset[int]  # skipped when decoding
     metaspace: bool
-    trailing_space: bool  # whether a chunk's trailing whitespace becomes a "▁" (Metaspace without a right Strip)
     unknown_text: str  # what an id outside ``piece_ids`` decodes to
     max_length: int
     pipeline: str | None = None  # the tokenizers pipeline (JSON) HF runs; None: SentencePiece itself (M2M100)
@@ -164,10 +163,15 @@ def added_tokens(tokenizer: Any, runs_pipeline: bool) -> tuple[tuple[AddedToken,
     return tuple(typed), tuple(normalized)
 
 
+def _rule_of(tokenizer: Any) -> TokenizerRule | None:
+    """The registered rule (``text/rules.py``) of a loaded HF tokenizer's class, slow or fast."""
+    return tokenizer_rules().get(type(tokenizer).__name__.removesuffix("Fast"))
+
+
 def language_codes(tokenizer: Any) -> dict[str, int] | None:
     """A loaded HF tokenizer's language codes → token ids; ``None`` for tokenizers without a
     registered rule (``text/rules.py``), ``{}`` for T5's, which has none."""
-    rule = tokenizer_rules().get(type(tokenizer).__name__.removesuffix("Fast"))
+    rule = _rule_of(tokenizer)
     if rule is None:
         return None
     return rule.languages(tokenizer) if rule.languages is not None else {}
@@ -176,7 +180,7 @@ def language_codes(tokenizer: Any) -> dict[str, int] | None:
 def starts_decoder_with_target(tokenizer: Any) -> bool:
     """Whether a loaded HF tokenizer's checkpoints take the target language as the decoder start
     (``generate(decoder_start_token_id=...)``, MBartTokenizer) rather than as the forced first token."""
-    rule = tokenizer_rules().get(type(tokenizer).__name__.removesuffix("Fast"))
+    rule = _rule_of(tokenizer)
     return rule is not None and rule.target_starts_decoder
 
 
@@ -192,47 +196,26 @@ def is_language_tokenizer(directory: Path) -> bool:
     return str(name).removesuffix("Fast") in tokenizer_rules()
 
 
-def _keeps_trailing_space(tokenizer: Any, directory: Path) -> bool:
-    """Read the ``tokenizers`` pipeline the tokenizer really runs (``tokenizer.json``, or what
-    transformers converted from the SentencePiece model). The graph builds the shapes HF's converters
-    write: SentencePiece's normaliser, then runs of spaces collapsed, with or without a right strip
-    (the unigram converter strips: mBART-50 drops trailing whitespace, NLLB keeps a ``▁``), then
-    Metaspace; or T5's: the normaliser, then words split at whitespace (which drops it all) and
-    Metaspace. Whether a chunk's trailing whitespace becomes a ``▁`` is what differs for the graph."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        raise UnsupportedModelError(f"the tokenizer of {directory} loads without its tokenizers pipeline")
-    parts = PipelineSteps.of(json.loads(backend.to_str()))
-    steps, kinds, pre_steps, pre_kinds = parts.steps, parts.kinds, parts.pre_steps, parts.pre_kinds
-    metaspace = pre_steps[-1] if pre_steps else {}
-    metaspace_ok = metaspace.get("prepend_scheme") == "always" and metaspace.get("split", True)
-    replace_ok = all(
-        step.get("pattern", {}).get("Regex") == " {2,}" and step.get("content") == " "
-        for step in steps
-        if step.get("type") == "Replace"
-    )
-    strip_ok = all(
-        step.get("strip_right") and not step.get("strip_left") for step in steps if step.get("type") == "Strip"
-    )
-    collapsing = kinds in (["Precompiled", "Replace"], ["Precompiled", "Strip", "Replace"]) and pre_kinds == [
-        "Metaspace"
-    ]
-    word_split = kinds == ["Precompiled"] and pre_kinds == ["WhitespaceSplit", "Metaspace"]
-    # MBartTokenizer: runs of spaces become "▁" before the split (the extensions graph's SentencePiece
-    # op treats them as spaces; equal on the tests' sentences, not on every string: custom_ops/pretokenize.py)
-    mbart_split = (
-        kinds == ["Precompiled", "Strip", "Replace"]
-        and pre_kinds == ["WhitespaceSplit", "Metaspace"]
-        and all(step.get("content") == METASPACE for step in steps if step.get("type") == "Replace")
-    )
-    replace_ok = replace_ok or mbart_split
-    if not ((collapsing or word_split or mbart_split) and metaspace_ok and replace_ok and strip_ok):
+def _extensions_trailing_space(vocabulary: LanguageVocabulary) -> bool:
+    """Whether the extensions graph turns a chunk's trailing whitespace into a ``▁``, as the
+    tokenizer's pipeline does: Metaspace after runs of spaces collapsed keeps it unless a right strip
+    comes first (NLLB keeps a ``▁``, mBART-50 drops it); a WhitespaceSplit drops all whitespace; a
+    tokenizer running SentencePiece itself (M2M100) drops it too. Of :class:`PipelineShape`'s shapes the
+    extensions graph (SentencePiece's own op, which collapses runs of spaces itself) builds Metaspace
+    after a collapse, T5's split alone, and MBartTokenizer's strip + collapse into ``▁`` + split (equal
+    on the tests' sentences, not on every string: custom_ops/pretokenize.py); others are refused."""
+    if vocabulary.pipeline is None:
+        return False
+    name = f"the {vocabulary.tokenizer_class}"
+    shape = PipelineShape.of(json.loads(vocabulary.pipeline), name)
+    if not (shape.strip_right == shape.collapse if shape.word_split else shape.collapse):
         raise UnsupportedModelError(
-            f"the tokenizer of {directory} runs the pipeline normalizer={kinds}, pre_tokenizer={pre_kinds}; "
-            "graphgen's tokenizer graph reproduces Precompiled + [Strip(right)] + Replace(' {2,}') with "
-            "Metaspace, and Precompiled [+ Strip(right) + Replace(' {2,}', '▁')] with WhitespaceSplit + Metaspace"
+            f"{name} runs {shape.describe()}; the extensions tokenizer graph builds Precompiled "
+            "[+ Strip(right)] + Replace(' {2,}', ' ') with Metaspace, and Precompiled [+ Strip(right) + "
+            "Replace(' {2,}', '▁')] with WhitespaceSplit + Metaspace: export with the portable tokenizer "
+            "(--tokenizer onnx, the default)"
         )
-    return collapsing and "Strip" not in kinds
+    return not shape.word_split and not shape.strip_right
 
 
 def check_decoder(pipeline: dict[str, Any], directory: Path) -> None:
@@ -256,10 +239,10 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
     except (OSError, ValueError, TypeError) as error:
         raise CheckpointError(f"cannot load the tokenizer of {directory}: {error}") from error
     name = type(tokenizer).__name__.removesuffix("Fast")
-    rules = tokenizer_rules()
-    rule = rules.get(name)
+    rule = _rule_of(tokenizer)
     if rule is None:
-        raise UnsupportedModelError(f"{directory} has a {name}; graphgen's text graphs support {', '.join(rules)}")
+        supported = ", ".join(tokenizer_rules())
+        raise UnsupportedModelError(f"{directory} has a {name}; graphgen's text graphs support {supported}")
     spm_path = Path(getattr(tokenizer, rule.spm_file, "") or directory / "sentencepiece.bpe.model")
     if not spm_path.is_file():
         raise CheckpointError(f"{directory} lacks the SentencePiece model {spm_path.name}")
@@ -284,8 +267,14 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
         raise UnsupportedModelError(
             f"the {name} of {directory} lays {probe!r} out as {layout}; graphgen builds {wanted}"
         )
+    pipeline = None
     if rule.metaspace:
-        check_decoder(json.loads(tokenizer.backend_tokenizer.to_str()), directory)
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            raise UnsupportedModelError(f"the tokenizer of {directory} loads without its tokenizers pipeline")
+        pipeline = backend.to_str()
+        PipelineShape.of(json.loads(pipeline), f"the tokenizer of {directory}")
+        check_decoder(json.loads(pipeline), directory)
     typed, normalized = added_tokens(tokenizer, runs_pipeline=rule.metaspace)
     return LanguageVocabulary(
         tokenizer_class=name,
@@ -298,10 +287,9 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
         pad_id=int(tokenizer.pad_token_id),
         special_ids=frozenset(int(i) for i in tokenizer.all_special_ids),
         metaspace=rule.metaspace,
-        trailing_space=rule.metaspace and _keeps_trailing_space(tokenizer, directory),
         unknown_text=str(tokenizer.unk_token) if rule.unknown_verbatim else "",
         max_length=int(min(tokenizer.model_max_length, 1 << 30)),
-        pipeline=tokenizer.backend_tokenizer.to_str() if rule.metaspace else None,
+        pipeline=pipeline,
         added_tokens=typed,
         normalized_tokens=normalized,
         source_last=source_last,
@@ -398,7 +386,7 @@ def add_language_tokenizer(
     model_ids = remap(b, spm_ids, table, "spm_to_model_ids")
     pad = vocabulary.pad_id
     chunk_ids, chunk_mask = ragged_to_padded(b, model_ids, splits, pad_id=pad, prefix=token_id, has_prefix=is_token)
-    if vocabulary.trailing_space:
+    if _extensions_trailing_space(vocabulary):
         trailing = b.op("And", [_ends_in_whitespace(b, rest, vocabulary), b.op("Not", [is_token])])
         space = vocabulary.piece_ids.get(METASPACE, vocabulary.unk_id)
         chunk_ids, chunk_mask = append_where(b, chunk_ids, chunk_mask, trailing, space)

@@ -206,21 +206,66 @@ def spec_for_sentencepiece(
 
 
 @dataclass(frozen=True)
-class PipelineSteps:
-    """A ``tokenizers`` pipeline's normalizer and pre-tokenizer steps (from its JSON)."""
+class PipelineShape:
+    """What a ``tokenizers`` pipeline converted from a SentencePiece model does around the model, as
+    the tokenizer graphs build it. transformers' converters write SentencePiece's normaliser
+    (``Precompiled``), then optionally ``Strip`` (right only), then optionally ``Replace(' {2,}', ...)``;
+    then either ``Metaspace`` alone (mBART-50, NLLB, M2M100's unigram converter) or ``WhitespaceSplit``
+    + ``Metaspace`` (T5; MBartTokenizer, after a collapse into ``▁``). :meth:`of` is the one place
+    that reads those steps: both tokenizer graphs take their options from it, and each refuses the
+    shapes it cannot build."""
 
-    steps: list[dict[str, Any]]
-    kinds: list[str | None]
-    pre_steps: list[dict[str, Any]]
-    pre_kinds: list[str | None]
+    charsmap: bytes  # the Precompiled step's normalisation table
+    word_split: bool  # WhitespaceSplit before Metaspace (drops whitespace) rather than Metaspace alone
+    strip_right: bool  # a Strip(right) step: trailing whitespace removed before the model sees it
+    # a Replace(' {2,}', ...) step: runs of spaces become one " " (Metaspace alone) or one "▁"
+    # (before a WhitespaceSplit, MBartTokenizer)
+    collapse: bool
 
     @classmethod
-    def of(cls, pipeline: dict[str, Any]) -> PipelineSteps:
+    def of(cls, pipeline: dict[str, Any], name: str) -> PipelineShape:
+        """Read ``pipeline`` (the ``tokenizers`` JSON); any other shape is refused, naming its steps."""
         normalizer = pipeline.get("normalizer") or {}
         steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer]
         pre = pipeline.get("pre_tokenizer") or {}
         pre_steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
-        return cls(steps, [s.get("type") for s in steps], pre_steps, [s.get("type") for s in pre_steps])
+        kinds = [s.get("type") for s in steps]
+        pre_kinds = [s.get("type") for s in pre_steps]
+        meta = pre_steps[-1] if pre_steps else {}
+        word_split = pre_kinds == ["WhitespaceSplit", "Metaspace"]
+        collapsed_into = METASPACE if word_split else " "
+        ok = (
+            kinds[:1] == ["Precompiled"]
+            and kinds[1:] in ([], ["Replace"], ["Strip", "Replace"], ["Strip"])
+            and (pre_kinds == ["Metaspace"] or word_split)
+            and meta.get("replacement") == METASPACE
+            and meta.get("prepend_scheme") == "always"
+            and meta.get("split", True)
+            and all(s.get("strip_right") and not s.get("strip_left") for s in steps if s.get("type") == "Strip")
+            and all(
+                s.get("pattern", {}).get("Regex") == " {2,}" and s.get("content") == collapsed_into
+                for s in steps
+                if s.get("type") == "Replace"
+            )
+        )
+        if not ok:
+            raise UnsupportedModelError(
+                f"{name} runs normalizer={kinds}, pre_tokenizer={pre_kinds}; graphgen's tokenizer graphs "
+                "reproduce Precompiled [+ Strip(right)] [+ Replace(' {2,}', ' ')] with Metaspace, and "
+                "Precompiled [+ Strip(right)] [+ Replace(' {2,}', '▁')] with WhitespaceSplit + Metaspace"
+            )
+        return cls(
+            charsmap=base64.b64decode(steps[0].get("precompiled_charsmap") or ""),
+            word_split=word_split,
+            strip_right="Strip" in kinds,
+            collapse="Replace" in kinds,
+        )
+
+    def describe(self) -> str:
+        """The steps, as the refusals name them."""
+        steps = ["Precompiled"] + ["Strip(right)"] * self.strip_right
+        steps += [f"Replace(' {{2,}}', '{METASPACE if self.word_split else ' '}')"] * self.collapse
+        return " + ".join(steps) + (" with WhitespaceSplit + Metaspace" if self.word_split else " with Metaspace")
 
 
 def spec_for_tokenizers(
@@ -233,33 +278,12 @@ def spec_for_tokenizers(
 ) -> PortableSpec:
     """NLLB, mBART-50, T5: the ``tokenizers`` pipeline that transformers 5 builds (its JSON).
     ``added_tokens`` are found in the text as typed, ``normalized_tokens`` after normalization."""
-    parts = PipelineSteps.of(pipeline)
-    steps, kinds, pre_steps, pre_kinds = parts.steps, parts.kinds, parts.pre_steps, parts.pre_kinds
-    meta = pre_steps[-1] if pre_steps else {}
-    word_split = pre_kinds == ["WhitespaceSplit", "Metaspace"]
-    # Metaspace collapses runs of spaces into a space (mBART-50, NLLB); WhitespaceSplit follows a
-    # collapse into "▁" (MBartTokenizer) or none (T5).
-    collapsed_into = METASPACE if word_split else " "
-    replaces = [s for s in steps if s.get("type") == "Replace"]
-    ok = (
-        kinds
-        and kinds[0] == "Precompiled"
-        and (pre_kinds == ["Metaspace"] or word_split)
-        and meta.get("replacement") == METASPACE
-        and meta.get("prepend_scheme") == "always"
-        and meta.get("split", True)
-        and kinds[1:] in ([], ["Replace"], ["Strip", "Replace"], ["Strip"])
-        and all(s.get("strip_right") and not s.get("strip_left") for s in steps if s.get("type") == "Strip")
-        and all(s.get("pattern", {}).get("Regex") == " {2,}" and s.get("content") == collapsed_into for s in replaces)
-        and not (word_split and replaces and normalized_tokens)
-    )
-    if not ok:
+    shape = PipelineShape.of(pipeline, name)
+    if shape.word_split and shape.collapse and normalized_tokens:
         raise UnsupportedModelError(
-            f"{name} runs normalizer={kinds}, pre_tokenizer={pre_kinds}; the portable tokenizer reproduces "
-            "Precompiled [+ Strip(right)] [+ Replace(' {2,}', ' ')] with Metaspace, and Precompiled "
-            "[+ Strip(right) + Replace(' {2,}', '▁')] with WhitespaceSplit + Metaspace"
+            f"{name} has added tokens matched after normalization and collapses runs of spaces into '▁' "
+            "before a WhitespaceSplit; the portable tokenizer does not reproduce the two together"
         )
-    charsmap = base64.b64decode(steps[0].get("precompiled_charsmap") or "")
     spec = pipeline["model"]
     vocab: dict[str, int]
     model: UnigramModel | BpeModel
@@ -293,9 +317,9 @@ def spec_for_tokenizers(
             f"{name} has a {spec.get('type')} model with options the portable tokenizer does not reproduce"
         )
     return PortableSpec(
-        charsmap=charsmap,
+        charsmap=shape.charsmap,
         normalization="grapheme",
-        spaces="whitespace_split" if pre_kinds[0] == "WhitespaceSplit" else "metaspace",
+        spaces="whitespace_split" if shape.word_split else "metaspace",
         model=model,
         to_model_ids=None,
         unknown_runs=unknown_runs,
@@ -305,9 +329,9 @@ def spec_for_tokenizers(
         lead_tokens=None,
         eos_id=eos_id,
         pad_id=pad_id,
-        strip_right="Strip" in kinds,
-        collapse=bool(replaces) and not word_split,
-        runs_to_metaspace=bool(replaces) and word_split,
+        strip_right=shape.strip_right,
+        collapse=shape.collapse and not shape.word_split,
+        runs_to_metaspace=shape.collapse and shape.word_split,
     )
 
 
@@ -508,7 +532,7 @@ def add_portable_tokenizer(
 
 __all__ = [
     "AddedToken",
-    "PipelineSteps",
+    "PipelineShape",
     "PortableSpec",
     "add_portable_tokenizer",
     "spec_for_sentencepiece",
