@@ -144,9 +144,9 @@ def whitespace_split(
     MBartTokenizer's normalizer comes first: ``strip_right`` drops trailing whitespace, and
     ``runs_to_metaspace`` replaces each run of two or more spaces (U+0020) by one ``▁``, as its
     ``Replace`` step does (a ``▁``, which the split does not treat as whitespace). With the nmt_nfkc
-    normalization, which maps a typed ``▁`` to a space, the pieces come out as if the run were split
-    there (every string of up to six characters from space, tab, ``▁`` and a letter, in a run by
-    hand); the step is kept for charsmaps that keep ``▁``, which were not tried."""
+    normalization its checkpoints use, which maps a typed ``▁`` to a space, the pieces come out as
+    without the step; with one that keeps a typed ``▁`` (SentencePiece's ``nfkc``) they do not
+    (``"a  ▁b"``): tests/test_pipeline_shape.py checks both against ``tokenizers``."""
     if strip_right or runs_to_metaspace:
         keep = b.op("Expand", [b.const(np.array(True)), b.op("Shape", [codes])])
         if strip_right:

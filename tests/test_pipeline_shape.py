@@ -5,6 +5,7 @@ refused by the extensions graph when it is built, and tokenize as ``tokenizers``
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import json
@@ -93,6 +94,26 @@ def test_other_shapes_are_refused_naming_their_steps(
     assert str(kinds) in str(error.value)
 
 
+def _assert_portable_equals_tokenizers(pipeline: dict[str, Any], strings: list[str]) -> None:
+    """The portable graph built from ``pipeline`` gives ``tokenizers``' own ids for every string
+    (added tokens and the post-processor's specials aside; the graph's ``</s>`` last)."""
+    from tokenizers import Tokenizer
+
+    pipeline = {**pipeline, "added_tokens": [], "post_processor": None}
+    reference = Tokenizer.from_str(json.dumps(pipeline))
+    spec = spec_for_tokenizers(pipeline, (), (), eos_id=2, pad_id=1, name="the tokenizer")
+    b = GraphBuilder("tok")
+    ids, mask, _ = add_portable_tokenizer(b, "text_utf8", spec, max_length=1 << 30)
+    b.output(ids, "input_ids", INT32, ["batch", "length"])
+    b.output(mask, "attention_mask", INT32, ["batch", "length"])
+    text = helper.make_tensor_value_info("text_utf8", TensorProto.UINT8, ["batch", "bytes"])
+    session = open_session(builder_model(b, [text], domains=[(ML_DOMAIN, ML_OPSET)]))
+    got, got_mask = session.run(None, {"text_utf8": utf8_batch(strings)})
+    for row, string in enumerate(strings):
+        expected = [*reference.encode(string, add_special_tokens=False).ids, 2]
+        assert got[row][got_mask[row] == 1].tolist() == expected, repr(string)
+
+
 def _without(pipeline: dict[str, Any], kind: str) -> dict[str, Any]:
     changed = copy.deepcopy(pipeline)
     changed["normalizer"]["normalizers"] = [s for s in _steps(changed) if s["type"] != kind]
@@ -106,8 +127,6 @@ def test_metaspace_without_collapse_is_portable_only(
     """No converter writes Metaspace without ``Replace(' {2,}')``, but a hand-made ``tokenizer.json``
     can: the portable tokenizer builds it (equal to ``tokenizers`` on 3,000 strings), the extensions
     graph refuses when it is built, pointing at the portable one."""
-    from tokenizers import Tokenizer
-
     directory, pipeline = pipelines["MBart50Tokenizer"]
     changed = _without(pipeline, "Replace")
     if kept == "Precompiled":
@@ -115,23 +134,9 @@ def test_metaspace_without_collapse_is_portable_only(
     shape = PipelineShape.of(changed, "the tokenizer")
     assert (shape.word_split, shape.strip_right, shape.collapse) == (False, kept == "Strip", False)
 
-    # the portable graph against tokenizers' own pipeline, added tokens and specials aside
-    changed["added_tokens"] = []
-    changed["post_processor"] = None
-    reference = Tokenizer.from_str(json.dumps(changed))
-    spec = spec_for_tokenizers(changed, (), (), eos_id=2, pad_id=1, name="the tokenizer")
-    b = GraphBuilder("tok")
-    ids, mask, _ = add_portable_tokenizer(b, "text_utf8", spec, max_length=1 << 30)
-    b.output(ids, "input_ids", INT32, ["batch", "length"])
-    b.output(mask, "attention_mask", INT32, ["batch", "length"])
-    text = helper.make_tensor_value_info("text_utf8", TensorProto.UINT8, ["batch", "bytes"])
-    session = open_session(builder_model(b, [text], domains=[(ML_DOMAIN, ML_OPSET)]))
     strings = [s for s in tokenizer_strings() if len(s) < 2_000][:1_500] + generated_strings(1_500, seed=5)
     strings += ["a  b", "a \t b ", "  a", "x   ", " \u3000 y\n"]
-    got, got_mask = session.run(None, {"text_utf8": utf8_batch(strings)})
-    for row, string in enumerate(strings):
-        expected = [*reference.encode(string, add_special_tokens=False).ids, 2]
-        assert got[row][got_mask[row] == 1].tolist() == expected, repr(string)
+    _assert_portable_equals_tokenizers(changed, strings)
 
     # the extensions graph, from a checkpoint whose tokenizer.json has that pipeline
     vocabulary = load_language_vocabulary(directory)
@@ -141,3 +146,35 @@ def test_metaspace_without_collapse_is_portable_only(
         add_language_tokenizer(GraphBuilder("ext"), "text", None, changed_vocabulary, max_length=1 << 30)
     # the converted pipeline itself builds (T5's split and MBartTokenizer's are built by their own tests)
     add_language_tokenizer(GraphBuilder("ext"), "text", None, vocabulary, max_length=1 << 30)
+
+
+def test_runs_of_spaces_into_metaspace_before_a_split(pipelines: dict[str, tuple[Path, dict[str, Any]]]) -> None:
+    """MBartTokenizer's ``Replace(' {2,}', '▁')`` before ``WhitespaceSplit``: with the nmt_nfkc
+    table its checkpoints use, a typed ``▁`` becomes a space and the step changes nothing; with
+    SentencePiece's plain ``nfkc`` table a typed ``▁`` stays, and a run of spaces before it turns
+    into a piece of its own (``"a  ▁b"``: ``▁a ▁ ▁b`` with the step, ``▁a ▁b`` without). The portable
+    tokenizer equals ``tokenizers`` both with and without the step, on strings that tell them apart."""
+    import random
+
+    from tokenizers import Tokenizer
+
+    from graphgen.testing.checkpoints import _train_sentencepiece
+    from graphgen.text.sentencepiece import parse_model
+
+    model = _train_sentencepiece("unigram", 300, normalization_rule_name="nfkc")
+    charsmap = parse_model(model).normalizer_spec.precompiled_charsmap
+    with_step = copy.deepcopy(pipelines["MBartTokenizer"][1])
+    _steps(with_step)[0]["precompiled_charsmap"] = base64.b64encode(charsmap).decode()
+    without_step = _without(with_step, "Replace")
+    assert PipelineShape.of(with_step, "mBART").collapse and not PipelineShape.of(without_step, "mBART").collapse
+
+    rng = random.Random(5)
+    alphabet = [" ", " ", "\t", "\u2581", "a", "b", "\u3000", "\n"]
+    strings = ["a  \u2581b", "\u2581  \u2581", "  \u2581"]
+    strings += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9))) for _ in range(3_000)]
+    _assert_portable_equals_tokenizers(with_step, strings)
+    _assert_portable_equals_tokenizers(without_step, strings)
+    # and the step is seen: the two pipelines differ on some of these strings
+    tokenizers = [Tokenizer.from_str(json.dumps({**p, "added_tokens": []})) for p in (with_step, without_step)]
+    differ = [s for s in strings if len({tuple(t.encode(s).ids) for t in tokenizers}) == 2]
+    assert len(differ) > 100, len(differ)
