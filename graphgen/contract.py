@@ -191,6 +191,7 @@ class Key:
     LANGUAGES = "graphgen.languages"
     SOURCE_LANGUAGE = "graphgen.source_language"
     TARGET_LANGUAGE = "graphgen.target_language"
+    TARGET_TAGS = "graphgen.target_tags"  # JSON: tokens typed first in a text that choose the target
     BAKED = "graphgen.baked"
     SESSION_CONFIG = "graphgen.session_config"  # JSON: session config entries the file asks for
 
@@ -277,6 +278,12 @@ class FileInfo:
     @property
     def target_language(self) -> str | None:
         return self.metadata.get(Key.TARGET_LANGUAGE)
+
+    @property
+    def target_tags(self) -> list[str]:
+        """The tokens that, typed at the start of a text, choose the target language (opus-mt's
+        ``>>fra<<``, MADLAD-400's ``<2de>``) of a text file; empty otherwise."""
+        return list(json.loads(self.metadata.get(Key.TARGET_TAGS, "[]")))
 
 
 def _metadata(buffer: bytes | mmap.mmap) -> dict[str, str]:

@@ -109,6 +109,25 @@ def test_the_command(files: dict[str, Path], capsys: pytest.CaptureFixture[str])
     assert "weights in external.onnx.data" in capsys.readouterr().out
 
 
+def test_target_tags_are_hf_marian_codes(
+    files: dict[str, Path], demo_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A text file lists the tokens typed first in a text that choose the target: for opus-mt,
+    HF's ``MarianTokenizer.supported_language_codes``, in its order (MADLAD's: tests/test_madlad.py)."""
+    from transformers import MarianTokenizer
+
+    from graphgen import Translator
+
+    expected = MarianTokenizer.from_pretrained(demo_dir).supported_language_codes
+    assert expected == [">>cmn_Hans<<", ">>cmn_Hant<<"]
+    for kind in ("marian-onnx", "marian-extensions", "int8", "kept"):
+        assert read_file_info(files[kind]).target_tags == expected, kind
+    assert Translator(files["marian-onnx"]).target_tags == expected
+    assert read_file_info(files["nllb-onnx"]).target_tags == [] and read_file_info(files["ids"]).target_tags == []
+    assert main(["info", str(files["marian-onnx"])]) == 0
+    assert "target tags  2: >>cmn_Hans<<, >>cmn_Hant<<, typed first in the text" in capsys.readouterr().out
+
+
 def test_int8_activations(files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An int8 file says that it quantizes per row; one without the entry (exported before 2026-12-07,
     one scale per tensor) is named as batch-dependent, with the remedy."""

@@ -80,8 +80,10 @@ def test_the_text_file_equals_hf(checkpoint: tuple[Path, Any], tmp_path: Path) -
 
     from graphgen import Translator
 
-    outputs = Translator(str(model)).translate(sentences[:16])
+    translator = Translator(str(model))
+    outputs = translator.translate(sentences[:16])
     assert any("<0x" in text for text in outputs)  # byte pieces were generated and decoded as text
+    assert translator.target_tags == list(MADLAD_TAGS)  # the <2xx> pieces, in id order
 
 
 def test_the_extensions_tokenizer_is_refused(checkpoint: tuple[Path, Any], tmp_path: Path) -> None:

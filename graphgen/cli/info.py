@@ -25,7 +25,11 @@ def add_parser(commands: Any) -> None:
     )
     info.add_argument("model", help="an .onnx file written by graphgen export or graphgen bake")
     info.add_argument("--json", action="store_true", help="one JSON object: metadata, inputs, hosts")
-    info.add_argument("--languages", action="store_true", help="list every language code (NLLB, M2M100, mBART-50)")
+    info.add_argument(
+        "--languages",
+        action="store_true",
+        help="list every language code (NLLB, M2M100, mBART) and target tag (opus-mt's >>fra<<, MADLAD-400's <2de>)",
+    )
     info.set_defaults(run=run)
 
 
@@ -73,10 +77,11 @@ def run(args: argparse.Namespace) -> int:
         rows.append(("baked", ", ".join(f"{k} {v}" for k, v in sorted(info.baked.items()))))
     rows.append(("inputs", f"{', '.join(inputs.required)}; optional: {', '.join(inputs.optional) or 'none'}"))
     if info.languages:
-        codes = ", ".join(info.languages) if args.languages else f"{', '.join(info.languages[:6])}, ... (--languages)"
-        rows.append(("languages", f"{len(info.languages)}: {codes}"))
+        rows.append(("languages", _listed(info.languages, args.languages)))
         target = info.target_language or "none forced"
         rows.append(("default", f"{info.source_language} → {target}"))
+    if info.target_tags:
+        rows.append(("target tags", f"{_listed(info.target_tags, args.languages)}, typed first in the text"))
     width = max(len(key) for key, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
@@ -84,6 +89,12 @@ def run(args: argparse.Namespace) -> int:
     for host in verdicts:
         print(f"  {'yes' if host.runs else 'NO '}  {host.name}: {host.note}")
     return 0
+
+
+def _listed(names: list[str], every: bool) -> str:
+    """``count: a, b, ...``, the first six unless ``every`` (``--languages``)."""
+    shown = ", ".join(names if every or len(names) <= 6 else names[:6])
+    return f"{len(names)}: {shown}" + ("" if every or len(names) <= 6 else ", ... (--languages)")
 
 
 def _interface(info: FileInfo) -> str:

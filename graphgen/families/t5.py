@@ -22,7 +22,8 @@ from graphgen.model.spec import ModelSpec, RelativeAttention
 from graphgen.text.rules import TokenizerRule, register_tokenizer
 
 # T5 marks no language with a token: the task is a text prefix ("translate English to German: ").
-register_tokenizer("T5Tokenizer", TokenizerRule(None, metaspace=True, spm_file="vocab_file"))
+# MADLAD-400's T5 checkpoints take a "<2xx>" piece at the start of the text instead.
+register_tokenizer("T5Tokenizer", TokenizerRule(None, metaspace=True, spm_file="vocab_file", target_tag=r"<2[^<>\s]+>"))
 
 # T5 has no position limit; this bounds what a graph accepts (HF's tokenizer cuts at 512 when asked).
 T5_MAX_POSITIONS = 1 << 16

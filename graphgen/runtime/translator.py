@@ -232,6 +232,8 @@ class Translator:
         self.languages: list[str] = info.languages
         self.source_language: str | None = info.source_language
         self.target_language: str | None = info.target_language
+        # Tokens typed first in a text that choose its target (opus-mt's >>fra<<, MADLAD-400's <2de>).
+        self.target_tags: list[str] = info.target_tags
 
     def settings(self, overrides: dict[str, Any]) -> dict[str, Any]:
         """The checkpoint defaults with ``overrides`` applied, validated (languages checked, not returned)."""

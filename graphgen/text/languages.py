@@ -30,6 +30,7 @@ user types them inside it (``"say eng_Latn"``); the extensions-based graph token
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,7 @@ class LanguageVocabulary:
     normalized_tokens: tuple[AddedToken, ...] = ()
     source_last: bool = False  # text + [</s>, source language] (MBartTokenizer, NLLB's legacy_behaviour)
     target_starts_decoder: bool = False  # the target language is the decoder start (MBartTokenizer)
+    target_tags: tuple[str, ...] = ()  # pieces typed first in the text that choose the target (MADLAD's <2de>)
 
     def portable_spec(self) -> PortableSpec:
         """What the portable tokenizer graph needs to reproduce this tokenizer."""
@@ -294,7 +296,16 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
         normalized_tokens=normalized,
         source_last=source_last,
         target_starts_decoder=rule.target_starts_decoder,
+        target_tags=_target_tags(tokenizer.get_vocab(), rule.target_tag),
     )
+
+
+def _target_tags(piece_ids: dict[str, int], pattern: str | None) -> tuple[str, ...]:
+    """The pieces ``pattern`` matches whole, in id order."""
+    if pattern is None:
+        return ()
+    tag = re.compile(pattern)
+    return tuple(piece for piece, _ in sorted(piece_ids.items(), key=lambda item: item[1]) if tag.fullmatch(piece))
 
 
 def _keeping_whitespace(model: bytes) -> bytes:

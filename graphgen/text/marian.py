@@ -17,6 +17,7 @@ file runs with the extensions builds that mobile packages ship.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from graphgen.text.portable import AddedToken, PortableSpec, spec_for_sentencepi
 from graphgen.text.sentencepiece import parse_model
 
 SPECIAL_TOKENS = ("</s>", "<unk>", "<pad>")
+_TAG = re.compile(">>.+<<")  # a target-language token, as HF's MarianTokenizer.language_code_re
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,12 @@ class MarianVocabulary:
     @property
     def target_starts_decoder(self) -> bool:
         return False
+
+    @property
+    def target_tags(self) -> tuple[str, ...]:
+        # HF's MarianTokenizer.supported_language_codes: the source pieces its language_code_re
+        # matches, in vocab.json's order
+        return tuple(piece for piece in self.source_vocab if _TAG.match(piece))
 
     def portable_tokenizer(self, spec: ModelSpec) -> PortableSpec:
         return self.portable_spec(spec.eos_token_id, spec.pad_token_id)

@@ -25,6 +25,9 @@ class TokenizerRule:
     # checkpoints start the decoder with it, ``decoder_start_token_id``) rather than the first
     # generated token (``forced_bos_token_id``).
     target_starts_decoder: bool = False
+    # The pieces (a regular expression matching the whole piece) that, typed at the start of the
+    # text, choose the target language (MADLAD-400's "<2de>"); None: no such pieces.
+    target_tag: str | None = None
 
 
 # HF tokenizer class name (without "Fast") → its rule. Filled by the family modules on import.

@@ -47,6 +47,13 @@ class Vocabulary(Protocol):
         ``generate(decoder_start_token_id=...)``) rather than the forced first token."""
         ...
 
+    @property
+    def target_tags(self) -> tuple[str, ...]:
+        """The tokens that, typed at the start of a text, choose the target language (opus-mt's
+        ``>>fra<<``, HF's ``MarianTokenizer.supported_language_codes``; MADLAD-400's ``<2de>``), in
+        id order; empty where the model has none. Recorded in the file for hosts to list."""
+        ...
+
     def portable_tokenizer(self, spec: ModelSpec) -> PortableSpec:
         """What the tokenizer in standard ops (``text.portable``) needs to encode as HF does."""
         ...
