@@ -45,6 +45,7 @@ from graphgen.contract import (
     TRANSLATION_UTF8,
     TRUNCATE,
     Key,
+    listed_tags,
 )
 from graphgen.custom_ops.builder import (
     EXTENSIONS_DOMAIN,
@@ -376,8 +377,9 @@ def build_text_model(
     if tokenizer == EXTENSIONS:
         props[Key.CUSTOM_OP_DOMAINS] = json.dumps([MS_DOMAIN, EXTENSIONS_DOMAIN])
         props[Key.MIN_EXTENSIONS] = MIN_EXTENSIONS
-    if vocabulary.target_tags:
-        props[Key.TARGET_TAGS] = json.dumps(list(vocabulary.target_tags), ensure_ascii=False)
+    tags = listed_tags(vocabulary.target_tags)
+    if tags:
+        props[Key.TARGET_TAGS] = json.dumps(tags, ensure_ascii=False)
     if coded is not None:
         source, target = _language_defaults(spec, coded)
         props[Key.LANGUAGES] = json.dumps(sorted(coded.languages))

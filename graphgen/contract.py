@@ -12,6 +12,8 @@ import json
 import math
 import mmap
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,6 +196,17 @@ class Key:
     TARGET_TAGS = "graphgen.target_tags"  # JSON: tokens typed first in a text that choose the target
     BAKED = "graphgen.baked"
     SESSION_CONFIG = "graphgen.session_config"  # JSON: session config entries the file asks for
+
+
+# The target tags a file lists: the examples' parsers of a JSON list (C, Rust, Java) read strings
+# without whitespace, quotes, commas or backslashes, as language codes and real tags are
+# (>>cmn_Hans<<, <2de>); a tag with one of those still works typed in a text, but is not listed.
+_LISTABLE_TAG = re.compile(r'[^\s",\\]+')
+
+
+def listed_tags(tags: Sequence[str]) -> list[str]:
+    """The ``tags`` a file's ``graphgen.target_tags`` lists (see ``_LISTABLE_TAG``)."""
+    return [tag for tag in tags if _LISTABLE_TAG.fullmatch(tag)]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,15 @@ import onnx
 import pytest
 
 from graphgen import contract
-from graphgen.contract import GENERATION_PARAMETERS, TEXT_FILE_PORTS, FileInfo, Key, generation_settings, read_file_info
+from graphgen.contract import (
+    GENERATION_PARAMETERS,
+    TEXT_FILE_PORTS,
+    FileInfo,
+    Key,
+    generation_settings,
+    listed_tags,
+    read_file_info,
+)
 from graphgen.testing import REPO
 
 DOC = REPO / "docs" / "io-contract.md"
@@ -112,3 +120,10 @@ def test_no_io_name_is_spelled_outside_the_contract() -> None:
             if (pattern.search(code) and '"batch"' not in code and '"chunk"' not in code) or keys.search(code):
                 offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_listed_target_tags_are_those_every_example_parses() -> None:
+    """The C, Rust and Java examples read a JSON list of plain strings: a tag they could not read is
+    not listed (it still works typed in a text)."""
+    tags = [">>fra<<", "<2de>", ">>a b<<", '>>"<<', ">>,<<", ">>a\\b<<", ">>ü<<", ">>\t<<"]
+    assert listed_tags(tags) == [">>fra<<", "<2de>", ">>ü<<"]

@@ -327,6 +327,28 @@ static void languages_from_the_metadata(void) {
     pass("languages from the metadata");
 }
 
+/* The target tags come from the file's metadata: the demo file's two (HF's
+ * MarianTokenizer.supported_language_codes), in id order; none for an NLLB file. */
+static void target_tags_from_the_metadata(void) {
+    static const char *const want[] = {">>cmn_Hans<<", ">>cmn_Hant<<"};
+    gg_translator *nllb = open_file("nllb.onnx", 0), *demo = open_file("demo-en-zh.onnx", 0);
+    const char *const *tags = NULL;
+    size_t count = 0;
+    char *error = NULL, detail[64];
+    if (gg_target_tags(demo, &tags, &count, &error) != GG_OK) die("gg_target_tags", error);
+    if (count != 2) {
+        snprintf(detail, sizeof detail, "%zu tags, want 2", count);
+        die("demo-en-zh.onnx tags", detail);
+    }
+    expect_equal("demo-en-zh.onnx tags", (char **)tags, want, count, 0);
+    if (gg_target_tags(nllb, &tags, &count, &error) != GG_OK || count != 0 || tags != NULL)
+        die("an NLLB file", "lists target tags");
+    expect_error("NULL arguments", gg_target_tags(demo, NULL, &count, &error), GG_BAD_ARGUMENT, &error, "NULL");
+    gg_close(nllb);
+    gg_close(demo);
+    pass("target tags from the metadata");
+}
+
 static gg_settings with(int num_beams, int num_return_sequences, int max_length, int min_length, float length_penalty,
                         float repetition_penalty) {
     gg_settings settings;
@@ -404,6 +426,7 @@ int main(void) {
     long_source_empty_batch_and_wrong_files();
     settings_per_call();
     languages_from_the_metadata();
+    target_tags_from_the_metadata();
     settings_checked_and_negative_length_penalty();
     printf("%d passed\n", passed);
     return 0;

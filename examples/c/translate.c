@@ -28,6 +28,8 @@ struct gg_translator {
     long max_positions; /* the file's graphgen.max_positions (0: not recorded), the longest max_length */
     char **codes;       /* the file's graphgen.languages: code_count strings in one allocation */
     size_t code_count;
+    char **tags;        /* the file's graphgen.target_tags: tag_count strings in one allocation */
+    size_t tag_count;
 };
 
 static const char *const WRONG_KIND =
@@ -135,8 +137,9 @@ done:
     return result;
 }
 
-/* The codes of graphgen.languages, a JSON list of strings whose codes hold no quote or backslash
- * (ASCII letters, digits, '_', '-'): an array of `*count` pointers into one block after it, freed
+/* The codes of graphgen.languages or the tags of graphgen.target_tags, a JSON list of strings
+ * that hold no quote or backslash (codes: ASCII letters, digits, '_', '-'; tags: those and '<',
+ * '>', as in >>cmn_Hans<< and <2de>): an array of `*count` pointers into one block after it, freed
  * with one free(); NULL with *count 0 for an empty list; -1 for anything else, 0 otherwise. */
 static int parse_codes(const char *list, char ***codes, size_t *count) {
     size_t quotes = 0, at, length = strlen(list);
@@ -185,7 +188,8 @@ wrong:
     return -1;
 }
 
-/* Reads the metadata the translator keeps: graphgen.max_positions and graphgen.languages. */
+/* Reads the metadata the translator keeps: graphgen.max_positions, graphgen.languages and
+ * graphgen.target_tags. */
 static gg_status read_metadata(const char *model, gg_translator *translator, char **error) {
     gg_status result = GG_OK;
     OrtAllocator *allocator = NULL;
@@ -200,8 +204,17 @@ static gg_status read_metadata(const char *model, gg_translator *translator, cha
         value = NULL;
     }
     TRY(ort->ModelMetadataLookupCustomMetadataMap(metadata, allocator, "graphgen.languages", &value));
-    if (value != NULL && parse_codes(value, &translator->codes, &translator->code_count) != 0)
-        result = fail(error, GG_WRONG_KIND, "%s: graphgen.languages is not a JSON list of codes", model);
+    if (value != NULL) {
+        if (parse_codes(value, &translator->codes, &translator->code_count) != 0) {
+            result = fail(error, GG_WRONG_KIND, "%s: graphgen.languages is not a JSON list of codes", model);
+            goto done;
+        }
+        TRY(ort->AllocatorFree(allocator, value));
+        value = NULL;
+    }
+    TRY(ort->ModelMetadataLookupCustomMetadataMap(metadata, allocator, "graphgen.target_tags", &value));
+    if (value != NULL && parse_codes(value, &translator->tags, &translator->tag_count) != 0)
+        result = fail(error, GG_WRONG_KIND, "%s: graphgen.target_tags is not a JSON list of tags", model);
 done:
     if (value != NULL) ort->ReleaseStatus(ort->AllocatorFree(allocator, value));
     if (metadata != NULL) ort->ReleaseModelMetadata(metadata);
@@ -213,6 +226,14 @@ gg_status gg_languages(const gg_translator *translator, const char *const **code
         return fail(error, GG_BAD_ARGUMENT, "translator, codes and count must not be NULL");
     *codes = (const char *const *)translator->codes;
     *count = translator->code_count;
+    return GG_OK;
+}
+
+gg_status gg_target_tags(const gg_translator *translator, const char *const **tags, size_t *count, char **error) {
+    if (translator == NULL || tags == NULL || count == NULL)
+        return fail(error, GG_BAD_ARGUMENT, "translator, tags and count must not be NULL");
+    *tags = (const char *const *)translator->tags;
+    *count = translator->tag_count;
     return GG_OK;
 }
 
@@ -263,6 +284,8 @@ gg_status gg_open(const char *model, int languages, gg_translator **translator, 
     (*translator)->max_positions = 0;
     (*translator)->codes = NULL;
     (*translator)->code_count = 0;
+    (*translator)->tags = NULL;
+    (*translator)->tag_count = 0;
     session = NULL;
     if ((result = read_metadata(model, *translator, error)) != GG_OK) {
         gg_close(*translator);
@@ -483,5 +506,6 @@ void gg_close(gg_translator *translator) {
     if (translator == NULL) return;
     ort->ReleaseSession(translator->session);
     free(translator->codes);
+    free(translator->tags);
     free(translator);
 }

@@ -81,6 +81,12 @@ void gg_free_translations(char **translations, size_t count);
  * the translator (valid until gg_close), for a language picker or to check a code before a call. */
 gg_status gg_languages(const gg_translator *translator, const char *const **codes, size_t *count, char **error);
 
+/* The tokens that, typed at the start of a text, choose the target language, in id order, from the
+ * file's graphgen.target_tags metadata (opus-mt's >>cmn_Hans<<, MADLAD-400's <2de>; none for files
+ * without such tokens: NLLB, mBART, T5): `*tags` receives `*count` NUL-terminated tags (NULL and 0
+ * for none), owned by the translator (valid until gg_close), for a language picker. */
+gg_status gg_target_tags(const gg_translator *translator, const char *const **tags, size_t *count, char **error);
+
 void gg_close(gg_translator *translator);
 
 #ifdef __cplusplus

@@ -46,6 +46,7 @@ type Translator struct {
 	Settings     []string
 	maxPositions int      // the file's graphgen.max_positions (0: not recorded), the longest max_length
 	codes        []string // the file's graphgen.languages (nil for a file without language codes)
+	tags         []string // the file's graphgen.target_tags (nil for a file without target tags)
 }
 
 // LanguageCodes lists the language codes the file knows, from its graphgen.languages metadata
@@ -53,6 +54,13 @@ type Translator struct {
 // code before a call (the file itself refuses an unknown one, naming the input).
 func (t *Translator) LanguageCodes() []string {
 	return append([]string(nil), t.codes...)
+}
+
+// TargetTags lists the tokens that, typed at the start of a text, choose the target language, in id
+// order, from the file's graphgen.target_tags metadata (opus-mt's >>cmn_Hans<<, MADLAD-400's <2de>;
+// empty for files without such tokens: NLLB, mBART, T5): for a language picker.
+func (t *Translator) TargetTags() []string {
+	return append([]string(nil), t.tags...)
 }
 
 // The generation settings a file takes as inputs, by type (a file's optional inputs, or those a
@@ -119,7 +127,7 @@ func OpenSettings(model string, languages bool, settings ...string) (*Translator
 		return nil, err
 	}
 	positions := 0
-	var codes []string
+	var codes, tags []string
 	if metadata, err := session.GetModelMetadata(); err == nil {
 		if value, found, err := metadata.LookupCustomMetadataMap("graphgen.max_positions"); err == nil && found {
 			positions, _ = strconv.Atoi(value)
@@ -131,10 +139,17 @@ func OpenSettings(model string, languages bool, settings ...string) (*Translator
 				return nil, fmt.Errorf("%s: graphgen.languages is not a JSON list of codes: %w", model, err)
 			}
 		}
+		if value, found, err := metadata.LookupCustomMetadataMap("graphgen.target_tags"); err == nil && found {
+			if err := json.Unmarshal([]byte(value), &tags); err != nil { // a JSON list of strings
+				metadata.Destroy()
+				session.Destroy()
+				return nil, fmt.Errorf("%s: graphgen.target_tags is not a JSON list of tags: %w", model, err)
+			}
+		}
 		metadata.Destroy()
 	}
 	return &Translator{session: session, Languages: languages, Settings: settings, maxPositions: positions,
-		codes: codes}, nil
+		codes: codes, tags: tags}, nil
 }
 
 // checkSetting applies the rules of Python's graphgen.contract.generation_settings that need no other

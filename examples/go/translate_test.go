@@ -198,3 +198,12 @@ func TestLanguageCodesFromTheMetadata(t *testing.T) {
 		t.Fatalf("a Marian file lists %d codes", len(codes))
 	}
 }
+
+// The target tags come from the file's metadata: the demo file's two (HF's
+// MarianTokenizer.supported_language_codes), in id order; none for an NLLB file.
+func TestTargetTagsFromTheMetadata(t *testing.T) {
+	equal(t, open(t, "demo-en-zh.onnx", false).TargetTags(), []string{">>cmn_Hans<<", ">>cmn_Hant<<"}, "demo-en-zh.onnx tags")
+	if tags := open(t, "nllb.onnx", true).TargetTags(); len(tags) != 0 {
+		t.Fatalf("an NLLB file lists %d target tags", len(tags))
+	}
+}

@@ -97,6 +97,9 @@ function fileInfo(metadata) {
     precision: metadata["graphgen.precision"], // float32, float16, int8 or int4
     int4BlockSize: metadata["graphgen.int4_block_size"] === undefined ? undefined : Number(metadata["graphgen.int4_block_size"]),
     languages: json("graphgen.languages", []), // NLLB, M2M100, mBART-50: the codes a file knows
+    // opus-mt's >>cmn_Hans<<, MADLAD-400's <2de>: the tokens that, typed first in a text, choose the
+    // target, in id order, for a language picker (empty for files without them: NLLB, mBART, T5)
+    targetTags: json("graphgen.target_tags", []),
     sourceLanguage: metadata["graphgen.source_language"],
     targetLanguage: metadata["graphgen.target_language"],
     generationDefaults: json("graphgen.generation_defaults", {}),

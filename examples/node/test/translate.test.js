@@ -107,6 +107,10 @@ for (const [name, ort] of Object.entries(runtimes)) {
       assert.ok(nllb.info.languages.includes("fra_Latn") && nllb.info.languages.length > 3);
       assert.equal(nllb.info.sourceLanguage, "eng_Latn");
       assert.equal(nllb.info.maxPositions, Number(pythonInfo["nllb-languages.onnx"]["graphgen.max_positions"]));
+      assert.deepEqual(nllb.info.targetTags, []);
+      // the demo file's target tags: HF's MarianTokenizer.supported_language_codes, in id order
+      const demo = await openTranslator(ort, `${fixtures}demo-en-zh.onnx`);
+      assert.deepEqual(demo.info.targetTags, [">>cmn_Hans<<", ">>cmn_Hant<<"]);
       const int4 = await openTranslator(ort, await readFile(`${fixtures}demo-en-zh-int4-32.onnx`));
       assert.deepEqual([int4.info.precision, int4.info.int4BlockSize], ["int4", 32]);
       const settings = await openTranslator(ort, `${fixtures}demo-en-zh-settings.onnx`);

@@ -100,6 +100,8 @@ pub struct Translator {
     max_positions: Option<i32>,
     /// the file's `graphgen.languages` metadata (empty for a file without language codes)
     languages: Vec<String>,
+    /// the file's `graphgen.target_tags` metadata (empty for a file without target tags)
+    target_tags: Vec<String>,
 }
 
 impl Translator {
@@ -132,20 +134,23 @@ impl Translator {
         let metadata = session.metadata().ok();
         let custom = |key: &str| metadata.as_ref().and_then(|metadata| metadata.custom(key));
         let max_positions = custom("graphgen.max_positions").and_then(|value| value.parse().ok());
-        let languages = match custom("graphgen.languages") {
+        let list = |key: &str, items: &str| match custom(key) {
             Some(list) => codes(&list).ok_or_else(|| {
                 Error::Runtime(format!(
-                    "{}: graphgen.languages is not a JSON list of codes",
+                    "{}: {key} is not a JSON list of {items}",
                     model.display()
                 ))
-            })?,
-            None => Vec::new(),
+            }),
+            None => Ok(Vec::new()),
         };
+        let languages = list("graphgen.languages", "codes")?;
+        let target_tags = list("graphgen.target_tags", "tags")?;
         drop(metadata);
         Ok(Translator {
             session,
             max_positions,
             languages,
+            target_tags,
         })
     }
 
@@ -154,6 +159,13 @@ impl Translator {
     /// call (the file itself refuses an unknown one, naming the input).
     pub fn languages(&self) -> &[String] {
         &self.languages
+    }
+
+    /// The tokens that, typed at the start of a text, choose the target language, in id order, from
+    /// the file's `graphgen.target_tags` metadata (opus-mt's `>>cmn_Hans<<`, MADLAD-400's `<2de>`;
+    /// empty for the others): for a language picker, as `languages` is.
+    pub fn target_tags(&self) -> &[String] {
+        &self.target_tags
     }
 
     /// One translation per input, in order (the best hypothesis); no input gives no output.
@@ -281,9 +293,9 @@ impl Translator {
     }
 }
 
-/// The texts as the `text_utf8` input: one row of UTF-8 bytes per text, zero-padded to the longest.
-/// The codes of `graphgen.languages`, a JSON list of strings whose codes hold no quote or
-/// backslash (ASCII letters, digits, `_`, `-`); None for anything else.
+/// The items of `graphgen.languages` or `graphgen.target_tags`, a JSON list of strings that hold no
+/// quote or backslash (codes: ASCII letters, digits, `_`, `-`; tags: as `>>cmn_Hans<<`, `<2de>`);
+/// None for anything else.
 fn codes(list: &str) -> Option<Vec<String>> {
     let inner = list.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
     if inner.is_empty() {
@@ -299,6 +311,7 @@ fn codes(list: &str) -> Option<Vec<String>> {
         .collect()
 }
 
+/// The texts as the `text_utf8` input: one row of UTF-8 bytes per text, zero-padded to the longest.
 fn utf8(texts: &[&str]) -> Result<Tensor<u8>, Error> {
     let width = texts.iter().map(|text| text.len()).max().unwrap_or(0);
     let mut data = vec![0u8; texts.len() * width];

@@ -199,12 +199,16 @@ fn settings_chosen_per_call() {
 }
 
 /// The codes come from the file's metadata: the list Python reads (nllb-codes.txt), NLLB's 202;
-/// none for a Marian file.
+/// none for a Marian file. The target tags too: the demo file's are HF's
+/// `MarianTokenizer.supported_language_codes`; none for NLLB.
 #[test]
 fn languages_from_the_metadata() {
     let want = lines("nllb-codes.txt");
     assert_eq!(want.len(), 202);
     let nllb = Translator::new(&fixture("nllb.onnx"), &path("ORT_LIBRARY")).expect("model loads");
     assert_eq!(nllb.languages(), want.as_slice());
-    assert!(translator().languages().is_empty());
+    assert!(nllb.target_tags().is_empty());
+    let demo = translator();
+    assert!(demo.languages().is_empty());
+    assert_eq!(demo.target_tags(), [">>cmn_Hans<<", ">>cmn_Hant<<"]);
 }

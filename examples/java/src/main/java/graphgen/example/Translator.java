@@ -67,14 +67,29 @@ public final class Translator implements AutoCloseable {
    * and mBART-50 files; empty for the others): for a language picker, or to check a code first.
    */
   public List<String> languages() throws OrtException {
-    String list = session.getMetadata().getCustomMetadata().getOrDefault("graphgen.languages", "[]");
-    // a JSON list of strings; the codes hold no quote or backslash (ASCII letters, digits, '_', '-')
-    List<String> codes = new ArrayList<>();
-    java.util.regex.Matcher code = java.util.regex.Pattern.compile("\"([^\"\\\\]*)\"").matcher(list);
-    while (code.find()) {
-      codes.add(code.group(1));
+    return metadataList("graphgen.languages");
+  }
+
+  /**
+   * The tokens that, typed at the start of a text, choose the target language, in id order, from the
+   * file's {@code graphgen.target_tags} metadata (opus-mt's {@code >>cmn_Hans<<}, MADLAD-400's
+   * {@code <2de>}; empty for the others): for a language picker, as {@link #languages()} is.
+   */
+  public List<String> targetTags() throws OrtException {
+    return metadataList("graphgen.target_tags");
+  }
+
+  /** The strings of the JSON list in the file's metadata entry {@code key}; none when it is absent. */
+  private List<String> metadataList(String key) throws OrtException {
+    String list = session.getMetadata().getCustomMetadata().getOrDefault(key, "[]");
+    // a JSON list of strings that hold no quote or backslash (codes: ASCII letters, digits, '_', '-';
+    // tags: as >>cmn_Hans<< and <2de>)
+    List<String> items = new ArrayList<>();
+    java.util.regex.Matcher item = java.util.regex.Pattern.compile("\"([^\"\\\\]*)\"").matcher(list);
+    while (item.find()) {
+      items.add(item.group(1));
     }
-    return codes;
+    return items;
   }
 
   /** One translation per input, in order; an empty list gives an empty list. */

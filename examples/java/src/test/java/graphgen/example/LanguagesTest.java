@@ -52,7 +52,10 @@ class LanguagesTest {
     return groups;
   }
 
-  /** The file's codes, from its metadata: NLLB's 202, the fixtures' sources and targets among them. */
+  /**
+   * The file's codes, from its metadata: NLLB's 202, the fixtures' sources and targets among them;
+   * no target tags.
+   */
   @Test
   void theFileListsItsLanguages() throws OrtException {
     List<String> codes = translator.languages();
@@ -60,6 +63,7 @@ class LanguagesTest {
     for (Row row : rows) {
       assertTrue(codes.contains(row.source()) && codes.contains(row.target()), row.target());
     }
+    assertTrue(translator.targetTags().isEmpty()); // the languages are inputs, not tags in the text
   }
 
   @Test

@@ -142,6 +142,12 @@ class TranslatorTest {
     assertTrue(translator.languages().isEmpty()); // a Marian file: the target is a >>xx<< token
   }
 
+  /** The target tags, from the file's metadata: HF's MarianTokenizer.supported_language_codes. */
+  @Test
+  void targetTagsFromTheMetadata() throws OrtException {
+    assertEquals(List.of(">>cmn_Hans<<", ">>cmn_Hant<<"), translator.targetTags());
+  }
+
   @Test
   void missingModelIsAClearError() {
     var error = assertThrows(IllegalArgumentException.class, () -> new Translator(Path.of("no/such/model.onnx")));
