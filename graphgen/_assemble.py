@@ -343,7 +343,9 @@ def build_text_model(
     # The forced first token is an id-level input; text graphs choose it (or, for MBartTokenizer's
     # checkpoints, the decoder start) by target_language, and keep the other as a constant.
     chosen = None if coded is None else DECODER_START_TOKEN_ID if coded.target_starts_decoder else FORCED_BOS_TOKEN_ID
-    search_inputs = [i for i in core.inputs[len(ID_INPUTS) :] if i.name != FORCED_BOS_TOKEN_ID]
+    search_inputs = [
+        i for i in core.inputs[len(ID_INPUTS) :] if i.name not in (FORCED_BOS_TOKEN_ID, DECODER_START_TOKEN_ID)
+    ]
     initializers = [t for t in core.initializers if t.name != chosen]
     inputs = [
         *ends.inputs[:1],

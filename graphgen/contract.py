@@ -36,8 +36,9 @@ INPUT_IDS = "input_ids"
 ATTENTION_MASK = "attention_mask"
 ID_INPUTS = (INPUT_IDS, ATTENTION_MASK)
 FORCED_BOS_TOKEN_ID = "forced_bos_token_id"  # id-level loop files: the forced first token, -1 for none
-# Inside loop files, not an input: each row's decoder start (int32 [1] or [batch]), the checkpoint's
-# by default; text files whose target language starts the decoder (MBartTokenizer) compute it.
+# id-level loop files: each row's decoder start (int32 [1] or [batch]), the checkpoint's by default
+# (HF generate's decoder_start_token_id); not an input of text files, where it is the checkpoint's
+# or, where the target language starts the decoder (MBartTokenizer), computed from target_language.
 DECODER_START_TOKEN_ID = "decoder_start_token_id"
 # Generation parameters: optional inputs of every file (see GENERATION_PARAMETERS).
 MAX_LENGTH = "max_length"

@@ -26,7 +26,7 @@ from graphgen.contract import read_file_info
 from graphgen.passes.bake import write_baked
 from graphgen.testing import demo_texts, mbart25_checkpoint, nllb_legacy_checkpoint
 from graphgen.verify.against_hf import verify
-from graphgen.verify.parity import graph_generate, hf_generate
+from graphgen.verify.parity import generated_tokens, graph_generate, hf_generate
 
 TEXTS = [*demo_texts()[:24], "", "a  b   c ", "Numbers 1 2 3 and 東京"]
 
@@ -158,11 +158,11 @@ def test_the_file_without_strings_and_the_baked_copy(mbart25: tuple[Path, Any, A
     )
 
 
-def test_the_id_level_file_starts_with_the_checkpoints_start(
-    mbart25: tuple[Path, Any, Any, Path], tmp_path: Path
-) -> None:
+def test_the_id_level_file_takes_the_decoder_start(mbart25: tuple[Path, Any, Any, Path], tmp_path: Path) -> None:
     """An id-level file has no language inputs: it starts the decoder as the checkpoint does (its
-    tokens equal HF's default ``generate``); verifying it with another target is refused, naming why."""
+    tokens equal HF's default ``generate``), or with its optional ``decoder_start_token_id`` input
+    (HF's ``generate`` argument of the same name; one id, or one per row); ``graphgen verify`` feeds
+    it the target. A ``--search op`` file has no such input: verifying another target is refused."""
     import onnxruntime as ort
 
     directory, model, tokenizer, _ = mbart25
@@ -172,11 +172,36 @@ def test_the_id_level_file_starts_with_the_checkpoints_start(
     session = ort.InferenceSession(str(ids_file))
     eos, pad = model.generation_config.eos_token_id, model.generation_config.pad_token_id
     texts = [t for t in TEXTS if t]
+    de, zh = tokenizer.convert_tokens_to_ids(["de_DE", "zh_CN"])
     for beams in (1, 4):
-        expected = hf_generate(model, tokenizer, texts, 8, num_beams=beams)
-        assert graph_generate(session, tokenizer, texts, 8, eos, pad, num_beams=beams) == expected
-    with pytest.raises(GraphgenError, match="id-level file of this checkpoint starts the decoder"):
-        verify(str(directory), str(ids_file), target_language="de_DE", out=io.StringIO())
+        default = hf_generate(model, tokenizer, texts, 8, num_beams=beams)
+        assert graph_generate(session, tokenizer, texts, 8, eos, pad, num_beams=beams) == default
+        expected = hf_generate(model, tokenizer, texts, 8, num_beams=beams, decoder_start_token_id=de)
+        assert expected != default  # the start is seen
+        assert graph_generate(session, tokenizer, texts, 8, eos, pad, num_beams=beams, decoder_start_token_id=de) == (
+            expected
+        )
+    # one start per row: rows alternate between de_DE and zh_CN, each as HF gives it for that start
+    batch = tokenizer(texts[:6], return_tensors="np", padding=True)
+    feeds = {name: batch[name].astype(np.int32) for name in ("input_ids", "attention_mask")}
+    starts = np.array([de, zh] * 3, dtype=np.int32)
+    got = session.run(["sequences"], feeds | {"decoder_start_token_id": starts})[0]
+    for row, start in enumerate(starts.tolist()):
+        want = hf_generate(model, tokenizer, texts[row : row + 1], 1, decoder_start_token_id=start)[0]
+        assert [generated_tokens(h, eos, pad) for h in got[row]] == want, row
+    for wrong, message in (([de, zh], "must hold one id, or one per input row"), ([1 << 20], "outside the vocabulary")):
+        with pytest.raises(Exception, match=f"decoder_start_token_id {message}"):
+            session.run(["sequences"], feeds | {"decoder_start_token_id": np.array(wrong, dtype=np.int32)})
+
+    report = io.StringIO()
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("\n".join(texts), encoding="utf-8")
+    assert verify(str(directory), str(ids_file), sentences_file=str(sentences), target_language="de_DE", out=report)
+    assert report.getvalue().count(f"{len(texts)}/{len(texts)} identical") == 2, report.getvalue()
+    op_file = tmp_path / "op.onnx"
+    export(str(directory), str(op_file), tokenizer=False, search="op", progress=_quiet)
+    with pytest.raises(GraphgenError, match="has no decoder_start_token_id input"):
+        verify(str(directory), str(op_file), target_language="de_DE", out=io.StringIO())
 
 
 def test_nllb_legacy_behaviour(tmp_path: Path) -> None:

@@ -273,33 +273,34 @@ class _Search:
         (``max_length`` 2) comes after HF's ``ForcedBOSTokenLogitsProcessor`` and wins: no row is
         forced then."""
         b, spec = self.outer, self.spec
-        count = b.op("Shape", [forced_bos])
-        wrong_count = b.op(
-            "And",
-            [b.op("Not", [b.op("Equal", [count, b.const(i64(1))])]), b.op("Not", [b.op("Equal", [count, self.batch])])],
-        )
-        forced_bos = fail_when(
-            b, wrong_count, f"graphgen: {FORCED_BOS_TOKEN_ID} must hold one id, or one per input row", forced_bos
-        )
-        outside = b.op(
-            "Or",
-            [
-                b.op("Less", [forced_bos, b.const(np.int32(NO_FORCED_BOS))]),
-                b.op("GreaterOrEqual", [forced_bos, b.const(np.int32(spec.target_vocab_size))]),
-            ],
-        )
-        outside = b.op("Cast", [b.op("ReduceMax", [b.op("Cast", [outside], to=INT32)], keepdims=1)], to=BOOL)
-        forced_bos = fail_when(
-            b,
-            outside,
-            f"graphgen: {FORCED_BOS_TOKEN_ID} outside the vocabulary (use {NO_FORCED_BOS} for none)",
-            forced_bos,
+        forced_bos = self.checked_row_ids(
+            forced_bos, FORCED_BOS_TOKEN_ID, NO_FORCED_BOS, f" (use {NO_FORCED_BOS} for none)"
         )
         per_item = b.op("Expand", [forced_bos, self.batch])
         if spec.forced_eos:
             eos_now = b.op("Equal", [MAX_LENGTH, b.const(np.array([2], dtype=np.int32))])
             per_item = b.op("Where", [eos_now, b.const(np.int32(NO_FORCED_BOS)), per_item])
         return b.op("Unsqueeze", [b.op("Gather", [per_item, self.repeat]), b.const(i64(1))])
+
+    def checked_row_ids(self, ids: str, name: str, lowest: int, hint: str = "") -> str:
+        """``ids`` (int32, the input ``name``) unchanged, or the run stopped with a message naming
+        it: one id, or one per input row, each from ``lowest`` to below the vocabulary's size."""
+        b = self.outer
+        count = b.op("Shape", [ids])
+        wrong_count = b.op(
+            "And",
+            [b.op("Not", [b.op("Equal", [count, b.const(i64(1))])]), b.op("Not", [b.op("Equal", [count, self.batch])])],
+        )
+        ids = fail_when(b, wrong_count, f"graphgen: {name} must hold one id, or one per input row", ids)
+        outside = b.op(
+            "Or",
+            [
+                b.op("Less", [ids, b.const(np.int32(lowest))]),
+                b.op("GreaterOrEqual", [ids, b.const(np.int32(self.spec.target_vocab_size))]),
+            ],
+        )
+        outside = b.op("Cast", [b.op("ReduceMax", [b.op("Cast", [outside], to=INT32)], keepdims=1)], to=BOOL)
+        return fail_when(b, outside, f"graphgen: {name} outside the vocabulary{hint}", ids)
 
     def force_first_token(
         self, b: GraphBuilder, log_probs: Callable[[GraphBuilder], str], first_tokens: str, step: str
@@ -521,6 +522,7 @@ def _initial_beams(search: _Search, decoder_start: str) -> _Beams:
     """The state before the first step: every beam is its row's decoder start (int32 ``[1]`` or
     ``[B]``, ``decoder_start``); only beam 0 counts."""
     b = search.outer
+    decoder_start = search.checked_row_ids(decoder_start, DECODER_START_TOKEN_ID, 0)
     per_row = b.reshape(b.op("Cast", [decoder_start], to=INT64), [-1, 1, 1])
     start = b.op("Expand", [per_row, search.column_shape])
     first_only = b.op(
@@ -726,7 +728,9 @@ def build_core(
     inputs, defaults, outputs = id_level_io(spec)
     inputs.append(helper.make_tensor_value_info(FORCED_BOS_TOKEN_ID, INT32, ["forced_bos_rows"]))
     defaults.append(numpy_helper.from_array(forced_bos_default(spec), FORCED_BOS_TOKEN_ID))
-    # not an input: text files that choose it by target_language replace it (build_text_model)
+    # an input of id-level files; text files keep it as a constant, or compute it from
+    # target_language where that starts the decoder (build_text_model)
+    inputs.append(helper.make_tensor_value_info(DECODER_START_TOKEN_ID, INT32, ["decoder_start_rows"]))
     defaults.append(numpy_helper.from_array(decoder_start_default(spec), DECODER_START_TOKEN_ID))
     check = source_length_check(spec, too_long_remedy)
     trim = trim_sequences(spec)

@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 from graphgen._errors import GraphgenError
 from graphgen.contract import (
+    DECODER_START_TOKEN_ID,
     FORCED_BOS_TOKEN_ID,
     ID_INPUTS,
     NUM_BEAMS,
@@ -62,8 +63,8 @@ def verify(
 
     For language-coded tokenizers (NLLB, mBART-50, M2M100) the languages default to the file's;
     HF's side gets the source as ``tokenizer.src_lang`` and the target as ``forced_bos_token_id``
-    (MBartTokenizer's checkpoints: as ``decoder_start_token_id``, which an id-level file keeps at
-    the checkpoint's).
+    (MBartTokenizer's checkpoints: as ``decoder_start_token_id``); an id-level file gets the same
+    input.
     """
     import numpy as np
     import onnxruntime as ort
@@ -89,12 +90,16 @@ def verify(
         source, target, target_id = chosen
         print(f"languages: source {source}, target {target}", file=out)
         if starts_decoder_with_target(tokenizer):
-            if not text_level and target_id != info.special_ids.get("decoder_start"):
+            hf_languages = {DECODER_START_TOKEN_ID: target_id}  # the same name in HF and in the file
+            feedable = {value.name for value in [*session.get_inputs(), *session.get_overridable_initializers()]}
+            if not text_level and DECODER_START_TOKEN_ID in feedable:
+                forced = hf_languages
+            elif not text_level and target_id != info.special_ids.get("decoder_start"):
                 raise GraphgenError(
-                    f"an id-level file of this checkpoint starts the decoder with its decoder_start_token_id; "
-                    f"{target} needs a text-level file (its target_language input)"
+                    f"this id-level file has no {DECODER_START_TOKEN_ID} input (a --search op file, or one "
+                    f"exported before it was an input): it starts the decoder with the checkpoint's; {target} "
+                    "needs a text-level file (its target_language input) or an id-level file exported again"
                 )
-            hf_languages = {"decoder_start_token_id": target_id}
         else:
             hf_languages = forced = {FORCED_BOS_TOKEN_ID: target_id}  # the same name in HF and in the file
         graph_languages = {SOURCE_LANGUAGE: source, TARGET_LANGUAGE: target}
