@@ -275,8 +275,9 @@ def load_language_vocabulary(directory: Path) -> LanguageVocabulary:
         if backend is None:
             raise UnsupportedModelError(f"the tokenizer of {directory} loads without its tokenizers pipeline")
         pipeline = backend.to_str()
-        PipelineShape.of(json.loads(pipeline), f"the tokenizer of {directory}")
-        check_decoder(json.loads(pipeline), directory)
+        parsed = json.loads(pipeline)
+        PipelineShape.of(parsed, f"the tokenizer of {directory}")
+        check_decoder(parsed, directory)
     typed, normalized = added_tokens(tokenizer, runs_pipeline=rule.metaspace)
     return LanguageVocabulary(
         tokenizer_class=name,
