@@ -161,8 +161,9 @@ def test_the_file_without_strings_and_the_baked_copy(mbart25: tuple[Path, Any, A
 def test_the_id_level_file_takes_the_decoder_start(mbart25: tuple[Path, Any, Any, Path], tmp_path: Path) -> None:
     """An id-level file has no language inputs: it starts the decoder as the checkpoint does (its
     tokens equal HF's default ``generate``), or with its optional ``decoder_start_token_id`` input
-    (HF's ``generate`` argument of the same name; one id, or one per row); ``graphgen verify`` feeds
-    it the target. A ``--search op`` file has no such input: verifying another target is refused."""
+    (HF's ``generate`` argument of the same name; one id, or one per row), which a ``graphgen bake
+    --keep`` copy requires; ``graphgen verify`` feeds it the target. A ``--search op`` file has no
+    such input: verifying another target is refused."""
     import onnxruntime as ort
 
     directory, model, tokenizer, _ = mbart25
@@ -185,13 +186,25 @@ def test_the_id_level_file_takes_the_decoder_start(mbart25: tuple[Path, Any, Any
     batch = tokenizer(texts[:6], return_tensors="np", padding=True)
     feeds = {name: batch[name].astype(np.int32) for name in ("input_ids", "attention_mask")}
     starts = np.array([de, zh] * 3, dtype=np.int32)
+    wanted = [
+        hf_generate(model, tokenizer, [text], 1, decoder_start_token_id=int(start))[0]
+        for text, start in zip(texts[:6], starts, strict=True)
+    ]
     got = session.run(["sequences"], feeds | {"decoder_start_token_id": starts})[0]
-    for row, start in enumerate(starts.tolist()):
-        want = hf_generate(model, tokenizer, texts[row : row + 1], 1, decoder_start_token_id=start)[0]
-        assert [generated_tokens(h, eos, pad) for h in got[row]] == want, row
+    assert [[generated_tokens(h, eos, pad) for h in row] for row in got] == wanted
     for wrong, message in (([de, zh], "must hold one id, or one per input row"), ([1 << 20], "outside the vocabulary")):
         with pytest.raises(Exception, match=f"decoder_start_token_id {message}"):
             session.run(["sequences"], feeds | {"decoder_start_token_id": np.array(wrong, dtype=np.int32)})
+    # what Java and JavaScript feed: a baked copy that keeps it as a required input
+    kept = tmp_path / "kept.onnx"
+    write_baked(ids_file, kept, keep=["decoder_start_token_id"])
+    kept_session = ort.InferenceSession(str(kept))
+    assert "decoder_start_token_id" in [i.name for i in kept_session.get_inputs()]
+    assert "decoder_start_token_id" not in [i.name for i in kept_session.get_overridable_initializers()]
+    got = kept_session.run(["sequences"], feeds | {"decoder_start_token_id": starts})[0]
+    assert [[generated_tokens(h, eos, pad) for h in row] for row in got] == wanted
+    with pytest.raises(Exception, match="decoder_start_token_id"):
+        kept_session.run(["sequences"], feeds)
 
     report = io.StringIO()
     sentences = tmp_path / "sentences.txt"
