@@ -81,13 +81,34 @@ public final class Translator implements AutoCloseable {
 
   /** The strings of the JSON list in the file's metadata entry {@code key}; none when it is absent. */
   private List<String> metadataList(String key) throws OrtException {
-    String list = session.getMetadata().getCustomMetadata().getOrDefault(key, "[]");
-    // a JSON list of strings that hold no quote or backslash (codes: ASCII letters, digits, '_', '-';
-    // tags: as >>cmn_Hans<< and <2de>)
+    return jsonStrings(key, session.getMetadata().getCustomMetadata().getOrDefault(key, "[]"));
+  }
+
+  /**
+   * The items of {@code list}, a JSON list of non-empty strings without quotes or backslashes (codes:
+   * ASCII letters, digits, '_', '-'; tags: as {@code >>cmn_Hans<<} and {@code <2de>}, which graphgen
+   * lists only when they are such strings); anything else is refused, naming {@code key}, as the Rust,
+   * Go and C examples refuse it.
+   */
+  static List<String> jsonStrings(String key, String list) {
+    String inner = list.strip();
+    if (!inner.startsWith("[") || !inner.endsWith("]")) {
+      throw new IllegalStateException(key + " is not a JSON list of strings: " + list);
+    }
+    inner = inner.substring(1, inner.length() - 1).strip();
     List<String> items = new ArrayList<>();
-    java.util.regex.Matcher item = java.util.regex.Pattern.compile("\"([^\"\\\\]*)\"").matcher(list);
-    while (item.find()) {
-      items.add(item.group(1));
+    if (inner.isEmpty()) {
+      return items;
+    }
+    for (String part : inner.split(",", -1)) {
+      String item = part.strip();
+      String text = item.length() >= 2 ? item.substring(1, item.length() - 1) : "";
+      boolean plain = item.length() > 2 && item.startsWith("\"") && item.endsWith("\"")
+          && text.indexOf('"') < 0 && text.indexOf('\\') < 0;
+      if (!plain) {
+        throw new IllegalStateException(key + " is not a JSON list of strings: " + list);
+      }
+      items.add(text);
     }
     return items;
   }

@@ -148,6 +148,18 @@ class TranslatorTest {
     assertEquals(List.of(">>cmn_Hans<<", ">>cmn_Hant<<"), translator.targetTags());
   }
 
+  /** A metadata list that is not graphgen's (a quote or backslash inside, no brackets) is refused. */
+  @Test
+  void malformedMetadataListsAreRefused() {
+    assertEquals(List.of(), Translator.jsonStrings("k", " [ ] "));
+    assertEquals(List.of("<2de>", ">>fr<<"), Translator.jsonStrings("k", "[\"<2de>\", \">>fr<<\"]"));
+    for (String bad : List.of("", "\"a\"", "[a]", "[\"a\",]", "[\"\"]", "[\"a\\\"b\"]", "[\"a\" \"b\"]")) {
+      IllegalStateException error =
+          assertThrows(IllegalStateException.class, () -> Translator.jsonStrings("graphgen.target_tags", bad));
+      assertTrue(error.getMessage().startsWith("graphgen.target_tags is not a JSON list"), error.getMessage());
+    }
+  }
+
   @Test
   void missingModelIsAClearError() {
     var error = assertThrows(IllegalArgumentException.class, () -> new Translator(Path.of("no/such/model.onnx")));
