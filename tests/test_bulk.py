@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from graphgen import Translator
-from graphgen.runtime.bulk import JsonLines, TextLines, translate_lines
+from graphgen.runtime.bulk import UTF8_BOM, JsonLines, TextLines, translate_lines
 from graphgen.testing import LONG_SOURCE, REPO, corpus_pairs, demo_sources
 
 SOURCES = demo_sources()
@@ -117,6 +117,42 @@ def test_json_lines_keep_other_fields(demo_onnx: Path, tmp_path: Path) -> None:
     expected = [translator.translate([r["src"]], num_return_sequences=2)[0] for r in records]
     written = [json.loads(line) for line in lines_of(out)]
     assert written == [{**r, "zh": e} for r, e in zip(records, expected, strict=True)]
+
+
+def test_a_byte_order_mark_starts_no_line(demo_onnx: Path, tmp_path: Path) -> None:
+    """Windows editors and spreadsheet exports write a UTF-8 byte order mark first: it is not part of
+    line 1 (whose leading ``>>xx<<`` tag still chooses the target; with the mark in, the tag is not at
+    the start and the sentence translates differently), in text and JSON Lines, from a file and from
+    stdin, and resumed; a mark inside the file stays text; the output has none."""
+    texts = SOURCES[:6]
+    translator = Translator(demo_onnx)
+    expected = translator.translate(texts)
+    assert translator.translate(["\ufeff" + texts[0]]) != expected[:1]  # the mark, kept, would be seen
+    plain = tmp_path / "bom.txt"
+    plain.write_bytes(UTF8_BOM + "".join(f"{text}\r\n" for text in texts).encode())
+    out = tmp_path / "bom.zh.txt"
+    done = graphgen_translate(demo_onnx, "-i", plain, "-o", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert lines_of(out) == expected and not out.read_bytes().startswith(UTF8_BOM)
+    piped = graphgen_translate(demo_onnx, input=plain.read_bytes().decode("utf-8"))
+    assert piped.returncode == 0, piped.stderr[-2000:]
+    assert piped.stdout.split("\n")[:-1] == expected
+    out.write_text("".join(f"{line}\n" for line in expected[:2]), encoding="utf-8")
+    assert graphgen_translate(demo_onnx, "-i", plain, "-o", out, "--resume").returncode == 0
+    assert lines_of(out) == expected
+
+    records = tmp_path / "bom.jsonl"
+    records.write_bytes(UTF8_BOM + "".join(json.dumps({"text": text}) + "\n" for text in texts).encode())
+    out = tmp_path / "bom.zh.jsonl"
+    done = graphgen_translate(demo_onnx, "-i", records, "-o", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [json.loads(line)["translation"] for line in lines_of(out)] == expected
+
+    inside = tmp_path / "inside.txt"
+    inside.write_text(f"{texts[0]}\n\ufeff{texts[0]}\n", encoding="utf-8")
+    out = tmp_path / "inside.zh.txt"
+    assert graphgen_translate(demo_onnx, "-i", inside, "-o", out).returncode == 0
+    assert lines_of(out) == [expected[0], translator.translate(["\ufeff" + texts[0]])[0]]
 
 
 def test_bad_lines_fail_with_their_number_or_are_skipped(demo_onnx: Path, tmp_path: Path) -> None:

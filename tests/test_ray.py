@@ -21,12 +21,22 @@ def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) ->
     sources[17:17] = ["", LONG_SOURCE]  # a blank line and one over the model's limit keep their places
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"{s}\n" for s in sources), encoding="utf-8")
+    # translate_text_file reads lines as graphgen translate -i does: a byte order mark first, a CRLF,
+    # a form feed and U+2028 inside lines (where ray.data.read_text would start new rows)
+    odd_sources = [*sources]
+    odd_sources[3] = f"{sources[3]}\u2028{sources[4]}"
+    odd_sources[7] = f"{sources[7]}\x0c{sources[8]}"
+    odd = tmp_path / "odd.txt"
+    odd.write_bytes(
+        b"\xef\xbb\xbf" + "".join(f"{s}\r\n" if i == 5 else f"{s}\n" for i, s in enumerate(odd_sources)).encode()
+    )
     script = textwrap.dedent(f"""
         import json, sys
         import ray
         from graphgen.ray import translate, translate_text_file
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         model, corpus, out = {str(demo_onnx)!r}, {str(corpus)!r}, {str(tmp_path / "written")!r}
+        odd = {str(odd)!r}
         try:
             translate(ray.data.read_text(corpus), model, concurrency=2)
         except Exception as error:
@@ -44,7 +54,7 @@ def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) ->
             translate(rows, model, concurrency=1, max_length_column="error")
         except Exception as error:
             print(json.dumps({{"refused": str(error)}}))
-        translate_text_file(corpus, out, model, concurrency=2, cpus_per_actor=0.5, num_beams=1)
+        translate_text_file(odd, out, model, concurrency=2, cpus_per_actor=0.5, num_beams=1)
         ray.shutdown()
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=REPO)
@@ -74,14 +84,14 @@ def test_local_cluster_equals_single_process(demo_onnx: Path, tmp_path: Path) ->
     flagged = [index + 1 for index, row in enumerate(messages[2]["short"]) if row["used_max_length"]]
     assert flagged == cut and 0 < len(cut) < 40
 
-    # The JSON Lines files Ray wrote, read in name order, hold the rows in input order.
+    # The JSON Lines files Ray wrote, read in name order, hold the rows in input order, a row per line.
     written = [
         json.loads(line)
         for path in sorted((tmp_path / "written").glob("*.json"))
         for line in path.read_text(encoding="utf-8").splitlines()
     ]
     greedy = list(
-        translate_lines(translator, [f"{s}\n".encode() for s in sources], TextLines(), settings={"num_beams": 1})
+        translate_lines(translator, [f"{s}\n".encode() for s in odd_sources], TextLines(), settings={"num_beams": 1})
     )
-    assert [row["text"] for row in written] == sources
+    assert [row["text"] for row in written] == odd_sources
     assert [row["translation"] or "" for row in written] == [text for text, _ in greedy]

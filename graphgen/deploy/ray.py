@@ -15,6 +15,9 @@ short) is flagged True in ``max_length_column``, where ``graphgen translate`` wa
     ray.init()
     rows = ray.data.read_text("corpus.txt", drop_empty_lines=False)
     translate(rows, "model.onnx", concurrency=4).write_json("translated/")
+
+(``read_text`` splits rows as ``str.splitlines`` does; ``translate_text_file`` reads a file's lines
+as ``graphgen translate -i`` does.)
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import ray
 import ray.data
 
 from graphgen._errors import GraphgenError
-from graphgen.runtime.bulk import Item, translate_items
+from graphgen.runtime.bulk import Item, text_lines, translate_items
 from graphgen.runtime.translator import Translator, generation_settings, resolve_providers
 
 __all__ = ["TranslateBatch", "translate", "translate_text_file"]
@@ -165,7 +168,11 @@ def translate_text_file(source: str, destination: str, model: str | Path, **opti
     """Translate a text file (one sentence per line, blank lines kept) into JSON Lines files under ``destination``.
 
     Each output row is ``{"text": ..., "translation": ..., "error": ..., "used_max_length": ...}``, in
-    input order across the files Ray writes (named by block, in order).
+    input order across the files Ray writes (named by block, in order). The lines are those
+    ``graphgen translate -i`` reads (``runtime.bulk.text_lines``): one row per newline-ended line,
+    where ``ray.data.read_text`` would also start a row at a form feed, U+0085 or U+2028 and keep a
+    byte order mark in the first.
     """
-    rows = ray.data.read_text(source, drop_empty_lines=False)
+    files = ray.data.read_binary_files(source, include_paths=True)
+    rows = files.flat_map(lambda file: [{"text": line} for line in text_lines(file["bytes"], file["path"])])
     translate(rows, model, **options).write_json(destination)

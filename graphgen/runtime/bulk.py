@@ -4,7 +4,8 @@ Every input line produces exactly one output line, in input order, so an output 
 count is how far a run got: ``resume`` continues after the last complete line, dropping a
 partly written one. Blank lines stay blank. Lines are read in windows; within a window they are sorted by length and
 cut into batches (less padding, so fewer wasted positions per batch), and the window is written
-back in input order and flushed to disk before the next one starts. A line that cannot be
+back in input order and flushed to disk before the next one starts. A UTF-8 byte order mark at the
+start of the input is not part of the first line (the output is written without one). A line that cannot be
 translated (not UTF-8, not JSON, too long for the model, ...) is reported with its line number;
 it either stops the run (``on_error="fail"``, after everything before it is written) or is
 written as a placeholder (``on_error="skip"``): an empty line, or for JSON Lines the record with
@@ -13,6 +14,7 @@ the translation ``null`` and a ``graphgen_error`` field. Nothing is dropped sile
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -331,7 +333,7 @@ def translate_file(
     try:
         outputs = translate_lines(
             translator,
-            _skip(source_file, result.resumed_after),
+            _skip(_without_bom(source_file), result.resumed_after),
             line_format,
             first_line=result.resumed_after + 1,
             batch_size=batch_size,
@@ -370,6 +372,36 @@ def translate_file(
             target_file.close()
     result.seconds = time.perf_counter() - started
     return result
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _without_bom(lines: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines, a UTF-8 byte order mark at the start of the first removed (as Python's
+    ``utf-8-sig`` reads a file): Windows editors and spreadsheet exports write one, and left in, it
+    would be the first line's first character (a ``>>xx<<`` tag after it is no longer at the start
+    of the text, and a JSON line no longer parses). A mark anywhere else stays in its line."""
+    iterator = iter(lines)
+    first = next(iterator, None)
+    if first is None:
+        return
+    yield first.removeprefix(UTF8_BOM)
+    yield from iterator
+
+
+def text_lines(data: bytes, name: str) -> list[str]:
+    """The lines of a whole plain-text input ``data`` as :func:`translate_file` reads them: split at
+    ``\\n`` only (a ``\\r\\n``'s ``\\r`` dropped; a form feed, U+0085 or U+2028 stays inside its line,
+    where ``str.splitlines`` would start a new one), a leading byte order mark removed. A line that is
+    not UTF-8 is refused, naming ``name`` and the line."""
+    lines = []
+    for number, raw in enumerate(_without_bom(io.BytesIO(data)), start=1):
+        try:
+            lines.append(_decode(raw))
+        except _BadLine as error:
+            raise GraphgenError(f"{name}: line {number}: {error}") from None
+    return lines
 
 
 def _skip(lines: Iterable[bytes], count: int) -> Iterator[bytes]:
