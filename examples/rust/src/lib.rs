@@ -26,6 +26,12 @@ pub enum Error {
     WrongKind(PathBuf),
     /// A generation setting the search cannot honour (Python's `Translator` rules).
     Setting(String),
+    /// An input line (1-based) that is not UTF-8: the first invalid byte and its offset in the line.
+    NotUtf8 {
+        line: usize,
+        byte: u8,
+        offset: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -41,6 +47,10 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Error::Setting(message) => write!(f, "{message}"),
+            Error::NotUtf8 { line, byte, offset } => write!(
+                f,
+                "line {line}: not valid UTF-8 (byte {byte:#04x} at offset {offset})"
+            ),
         }
     }
 }
@@ -62,6 +72,41 @@ fn existing(path: &Path, what: &'static str) -> Result<(), Error> {
             path: path.to_owned(),
         })
     }
+}
+
+/// A UTF-8 byte order mark, removed from the start of an input (as Python's `utf-8-sig`).
+const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// The lines of a whole plain-text input as `graphgen translate -i` reads them (Python's
+/// `runtime.bulk.text_lines`): split at `\n` only (a final line without one counts; input ending in
+/// `\n` has no empty line after it), one trailing `\r` of each line dropped (CRLF files), a form
+/// feed, U+0085 or U+2028 kept inside its line (Python's `str.splitlines` would end it there), and
+/// a byte order mark at the start of the input removed (one anywhere else stays text). Empty input
+/// gives no lines (a mark alone is one empty line, as in Python). A line that is not UTF-8 is
+/// refused as `NotUtf8`, naming the first such line.
+pub fn input_lines(data: &[u8]) -> Result<Vec<String>, Error> {
+    if data.is_empty() {
+        return Ok(Vec::new());
+    }
+    let data = data.strip_suffix(b"\n").unwrap_or(data);
+    data.split(|byte| *byte == b'\n')
+        .enumerate()
+        .map(|(index, raw)| {
+            let raw = if index == 0 {
+                raw.strip_prefix(UTF8_BOM).unwrap_or(raw)
+            } else {
+                raw
+            };
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            std::str::from_utf8(raw)
+                .map(str::to_owned)
+                .map_err(|error| Error::NotUtf8 {
+                    line: index + 1,
+                    byte: raw[error.valid_up_to()],
+                    offset: error.valid_up_to(),
+                })
+        })
+        .collect()
 }
 
 /// ONNX Runtime is loaded once per process; later loads reuse it (whatever library they name).

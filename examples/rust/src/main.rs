@@ -1,11 +1,13 @@
 //! `graphgen-translate MODEL < sentences.txt`: one sentence per line in, one translation per line out.
-//! ONNX Runtime's shared library comes from `ORT_LIBRARY`.
+//! Lines are read as `graphgen translate -i` reads them (`input_lines`): split at `\n` only, a
+//! CRLF's `\r` and a leading byte order mark dropped; a line that is not UTF-8 is refused (exit
+//! code 1) before anything is translated. ONNX Runtime's shared library comes from `ORT_LIBRARY`.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use graphgen_translate::Translator;
+use graphgen_translate::{input_lines, Translator};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -13,10 +15,16 @@ fn main() -> ExitCode {
         eprintln!("usage: ORT_LIBRARY=libonnxruntime.so graphgen-translate MODEL < input");
         return ExitCode::from(2);
     };
-    let lines: Vec<String> = io::stdin().lock().lines().map_while(Result::ok).collect();
-    let texts: Vec<&str> = lines.iter().map(String::as_str).collect();
-    let result = Translator::new(&PathBuf::from(model), &PathBuf::from(runtime))
-        .and_then(|mut translator| translator.translate(&texts));
+    let mut data = Vec::new();
+    if let Err(error) = io::stdin().lock().read_to_end(&mut data) {
+        eprintln!("reading stdin: {error}");
+        return ExitCode::FAILURE;
+    }
+    let result = input_lines(&data).and_then(|lines| {
+        let texts: Vec<&str> = lines.iter().map(String::as_str).collect();
+        Translator::new(&PathBuf::from(model), &PathBuf::from(runtime))
+            .and_then(|mut translator| translator.translate(&texts))
+    });
     match result {
         Ok(translations) => {
             let mut out = io::stdout().lock();

@@ -1,9 +1,11 @@
 //! The demo test set through the text-level file: the same strings as graphgen's Python path.
 //! Paths come from the environment (`make examples` sets them).
 
+use std::io::Write;
 use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
 
-use graphgen_translate::{Error, Settings, Translator};
+use graphgen_translate::{input_lines, Error, Settings, Translator};
 
 fn path(variable: &str) -> PathBuf {
     PathBuf::from(std::env::var(variable).unwrap_or_else(|_| panic!("set {variable}")))
@@ -211,4 +213,107 @@ fn languages_from_the_metadata() {
     let demo = translator();
     assert!(demo.languages().is_empty());
     assert_eq!(demo.target_tags(), [">>cmn_Hans<<", ">>cmn_Hant<<"]);
+}
+
+/// `input_lines` splits as `graphgen translate -i` does (Python's `runtime.bulk.text_lines`).
+#[test]
+fn input_lines_as_the_python_cli_reads_them() {
+    let read = |data: &[u8]| input_lines(data).unwrap();
+    assert!(read(b"").is_empty());
+    assert_eq!(read(b"\n"), [""]);
+    assert_eq!(read(b"a"), ["a"]);
+    assert_eq!(read(b"a\n"), ["a"]);
+    assert_eq!(read(b"a\n\nb"), ["a", "", "b"]);
+    assert_eq!(read(b"a\n\n"), ["a", ""]);
+    // CRLF: one `\r` dropped per line, the last line's too; a lone `\r` inside a line stays.
+    assert_eq!(read(b"a\r\n\r\nb\r"), ["a", "", "b"]);
+    assert_eq!(read(b"a\r\r\nb\rc\n"), ["a\r", "b\rc"]);
+    // Form feed, U+0085 and U+2028 stay inside their line (str.splitlines would split there).
+    assert_eq!(
+        read("a\x0cb\u{85}c\u{2028}d\n".as_bytes()),
+        ["a\x0cb\u{85}c\u{2028}d"]
+    );
+    // A byte order mark at the start is removed; one anywhere else stays text.
+    assert_eq!(read(b"\xef\xbb\xbfa\r\nb"), ["a", "b"]);
+    assert_eq!(read(b"\xef\xbb\xbfa\n\xef\xbb\xbfb"), ["a", "\u{feff}b"]);
+    assert_eq!(read(b"a\xef\xbb\xbf"), ["a\u{feff}"]);
+    assert_eq!(read(b"\xef\xbb\xbf"), [""]);
+}
+
+#[test]
+fn a_line_that_is_not_utf8_is_refused_naming_it() {
+    let refused = |data: &[u8]| input_lines(data).expect_err("refused");
+    let error = refused(b"ok\nab\xffc\nnext\n");
+    assert!(
+        matches!(
+            error,
+            Error::NotUtf8 {
+                line: 2,
+                byte: 0xff,
+                offset: 2
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "line 2: not valid UTF-8 (byte 0xff at offset 2)"
+    );
+    // A cut-off sequence before the CRLF; the first bad line is named, offsets within the line.
+    let cut = refused(b"ok\r\nx\xe4\xb8\r\n\xff\n");
+    assert_eq!(
+        cut.to_string(),
+        "line 2: not valid UTF-8 (byte 0xe4 at offset 1)"
+    );
+    // Line 1's offset counts after the byte order mark.
+    let first = refused(b"\xef\xbb\xbf\xc3(");
+    assert_eq!(
+        first.to_string(),
+        "line 1: not valid UTF-8 (byte 0xc3 at offset 0)"
+    );
+}
+
+/// The built command line on the demo file, `input` on its stdin.
+fn run_binary(input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_graphgen-translate"))
+        .arg(fixture("demo-en-zh.onnx"))
+        .env("ORT_LIBRARY", path("ORT_LIBRARY"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary starts");
+    // The binary reads all of stdin before it writes anything, so this cannot block on its output.
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input).expect("stdin written");
+    drop(stdin);
+    child.wait_with_output().expect("binary runs")
+}
+
+#[test]
+fn the_command_line_reads_a_crlf_file_with_a_byte_order_mark() {
+    let sources = lines("sources.txt");
+    let expected = lines("expected.txt");
+    let mut input = b"\xef\xbb\xbf".to_vec();
+    input.extend_from_slice(sources[..5].join("\r\n").as_bytes());
+    let output = run_binary(&input);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let want: String = expected[..5]
+        .iter()
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), want);
+}
+
+#[test]
+fn the_command_line_refuses_a_line_that_is_not_utf8() {
+    let output = run_binary(b"I have three cats.\nab\xffc\nThe end.\n");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert!(
+        stderr.contains("line 2: not valid UTF-8 (byte 0xff at offset 2)"),
+        "{stderr}"
+    );
 }

@@ -1,25 +1,98 @@
 package graphgen.example;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
+import java.nio.ByteBuffer;
+import java.nio.CharBuffer;
+import java.nio.charset.CharsetDecoder;
+import java.nio.charset.CoderResult;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /** {@code Translate MODEL < input.txt}: one sentence per line in, one translation per line out. */
 public final class Translate {
+  private static final byte[] UTF8_BOM = {(byte) 0xEF, (byte) 0xBB, (byte) 0xBF};
+
   public static void main(String[] args) throws Exception {
     if (args.length != 1) {
       System.err.println("usage: Translate MODEL.onnx < sentences.txt");
       System.exit(2);
     }
-    var reader = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-    List<String> lines = reader.lines().toList();
+    List<String> lines;
+    try {
+      lines = inputLines(System.in.readAllBytes());
+    } catch (IllegalArgumentException error) {
+      System.err.println(error.getMessage());
+      System.exit(1);
+      return;
+    }
     try (Translator translator = new Translator(Path.of(args[0]))) {
       translator.translate(lines).forEach(System.out::println);
     } catch (IllegalArgumentException error) {
       System.err.println(error.getMessage());
       System.exit(1);
     }
+  }
+
+  /**
+   * The lines of the whole input {@code data}, read as graphgen's Python CLI ({@code graphgen
+   * translate -i}) reads them, so that both give the same translations for the same file. A
+   * {@code BufferedReader} would not: it silently replaces bytes that are not UTF-8 with U+FFFD
+   * (the user never learns the input was damaged), ends a line at a lone {@code '\r'} too, and
+   * keeps a byte order mark as the first line's first character (which changes its translation).
+   *
+   * <p>Lines end at {@code '\n'} only (a last line without one counts; input ending in {@code
+   * '\n'} has no extra empty line); one {@code '\r'} at the end of a line is dropped (CRLF files);
+   * a lone {@code '\r'}, a form feed, U+0085 or U+2028 stays inside its line. A UTF-8 byte order
+   * mark at the very start of the input is removed (Windows editors write one); anywhere else it
+   * stays.
+   *
+   * @throws IllegalArgumentException for a line that is not valid UTF-8, naming the line (from 1)
+   *     and the first bad byte with its offset in the line: {@code line 3: not valid UTF-8 (byte
+   *     0xff at offset 17)}
+   */
+  static List<String> inputLines(byte[] data) {
+    List<String> lines = new ArrayList<>();
+    CharsetDecoder decoder = StandardCharsets.UTF_8.newDecoder()
+        .onMalformedInput(CodingErrorAction.REPORT)
+        .onUnmappableCharacter(CodingErrorAction.REPORT);
+    int start = 0;
+    while (start < data.length) {
+      int newline = start;
+      while (newline < data.length && data[newline] != '\n') {
+        newline++;
+      }
+      int lineStart = start == 0 && startsWithBom(data) ? UTF8_BOM.length : start;
+      int end = newline;
+      if (end > lineStart && data[end - 1] == '\r') {
+        end--;
+      }
+      lines.add(decode(decoder, data, lineStart, end, lines.size() + 1));
+      start = newline + 1;
+    }
+    return lines;
+  }
+
+  private static boolean startsWithBom(byte[] data) {
+    return data.length >= UTF8_BOM.length
+        && Arrays.equals(data, 0, UTF8_BOM.length, UTF8_BOM, 0, UTF8_BOM.length);
+  }
+
+  private static String decode(CharsetDecoder decoder, byte[] data, int from, int to, int number) {
+    ByteBuffer in = ByteBuffer.wrap(data, from, to - from);
+    CharBuffer out = CharBuffer.allocate(to - from);  // UTF-8 never has more chars than bytes
+    decoder.reset();
+    CoderResult result = decoder.decode(in, out, true);
+    if (!result.isError()) {
+      result = decoder.flush(out);
+    }
+    if (result.isError()) {
+      int at = in.position();  // the decoder stops at the start of the malformed sequence
+      throw new IllegalArgumentException(String.format(
+          "line %d: not valid UTF-8 (byte 0x%02x at offset %d)", number, data[at] & 0xFF, at - from));
+    }
+    return out.flip().toString();
   }
 }
