@@ -123,7 +123,8 @@ def test_a_byte_order_mark_starts_no_line(demo_onnx: Path, tmp_path: Path) -> No
     """Windows editors and spreadsheet exports write a UTF-8 byte order mark first: it is not part of
     line 1 (whose leading ``>>xx<<`` tag still chooses the target; with the mark in, the tag is not at
     the start and the sentence translates differently), in text and JSON Lines, from a file and from
-    stdin, and resumed; a mark inside the file stays text; the output has none."""
+    stdin, and resumed; a mark inside the file stays text; the output has none. A UTF-16 file is
+    refused saying so."""
     texts = SOURCES[:6]
     translator = Translator(demo_onnx)
     expected = translator.translate(texts)
@@ -153,6 +154,12 @@ def test_a_byte_order_mark_starts_no_line(demo_onnx: Path, tmp_path: Path) -> No
     out = tmp_path / "inside.zh.txt"
     assert graphgen_translate(demo_onnx, "-i", inside, "-o", out).returncode == 0
     assert lines_of(out) == [expected[0], translator.translate(["\ufeff" + texts[0]])[0]]
+
+    utf16 = tmp_path / "utf16.txt"  # what Windows' Notepad saved as "Unicode"
+    utf16.write_text(f"{texts[0]}\n", encoding="utf-16")
+    done = graphgen_translate(demo_onnx, "-i", utf16, "-o", tmp_path / "utf16.zh.txt")
+    assert done.returncode != 0
+    assert "line 1: not valid UTF-8 (byte 0xff at offset 0); it starts with UTF-16's byte order mark" in done.stderr
 
 
 def test_bad_lines_fail_with_their_number_or_are_skipped(demo_onnx: Path, tmp_path: Path) -> None:

@@ -115,6 +115,10 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # what Windows' "Unicode" text files start with
+
+
 def _decode(raw: bytes) -> str:
     if raw.endswith(b"\n"):
         raw = raw[:-1]
@@ -123,7 +127,8 @@ def _decode(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise _BadLine(f"not valid UTF-8 (byte {raw[error.start]:#04x} at offset {error.start})") from None
+        hint = "; it starts with UTF-16's byte order mark: save the file as UTF-8" if raw[:2] in UTF16_BOMS else ""
+        raise _BadLine(f"not valid UTF-8 (byte {raw[error.start]:#04x} at offset {error.start}){hint}") from None
 
 
 @dataclass
@@ -372,9 +377,6 @@ def translate_file(
             target_file.close()
     result.seconds = time.perf_counter() - started
     return result
-
-
-UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def _without_bom(lines: Iterable[bytes]) -> Iterator[bytes]:
