@@ -163,7 +163,8 @@ def build_id_model(
     float16: bool = False,
     streamed: StreamedWeights | None = None,
 ) -> ModelProto:
-    """ids in, ids out: the search over the encoder and decoder (``float16``, ``int4``: loop search only).
+    """ids in, ids out: the search over the encoder and decoder (``int4``: loop search only; ``float16``:
+    the loop search's layers, or the op search's weights as they are written).
 
     With ``streamed`` the weights go to that data file as they are added (``deploy.save``)."""
     quantization = _quantization(int8, int4)

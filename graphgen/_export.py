@@ -5,7 +5,6 @@ Each stage lives in its own module; this one only runs them in order and reports
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import time
@@ -116,20 +115,19 @@ def export(
         spec.generation = dataclasses.replace(spec.generation, early_stopping=early_stopping)
     chosen = choose_search(search)
     search = chosen.name
-    float16_layers = fp16 and chosen.float16_layers
     report(
         f"building graphs ({search} search): {spec.architecture}, {spec.encoder_layers}+{spec.decoder_layers} layers, "
         f"d_model {spec.d_model}, vocab {spec.target_vocab_size}"
     )
     # The weights go to a data file as the model is assembled, so that they are never all in memory:
     # it becomes the model's external data (with external_data, or past protobuf's 2 GB limit), or
-    # save_model copies them into the one .onnx file. The op's float16 pass converts a finished
-    # model, so that one is built in memory.
+    # save_model copies them into the one .onnx file (float16 as they are written: the op's float16
+    # pass converts only the finished model's types and constants).
     share = 0.25 if int8 else 0.14 if int4 else 0.5 if fp16 else 1.0
     weight_bytes = share * sum(array.nbytes for array in spec.weights.values())
     external = external_data or past_protobuf_limit(weight_bytes)
-    float16_conversion = fp16 and not float16_layers
-    with contextlib.nullcontext() if float16_conversion else streamed_weights(path, mapped=external) as streamed:
+    float16_conversion = fp16 and not chosen.float16_layers
+    with streamed_weights(path, mapped=external) as streamed:
         if vocabulary is None or kind is None:
             onnx_model = build_id_model(
                 spec,
@@ -137,7 +135,7 @@ def export(
                 int4=int4,
                 int4_block=int4_block,
                 search=search,
-                float16=float16_layers,
+                float16=fp16,
                 streamed=streamed,
             )
         else:
@@ -151,7 +149,7 @@ def export(
                 search=search,
                 tokenizer=kind,
                 strings=strings,
-                float16=float16_layers,
+                float16=fp16,
                 streamed=streamed,
             )
         for model_pass in export_passes(float16_conversion=float16_conversion):

@@ -102,15 +102,38 @@ def add_initializers(graph: GraphProto, items: Iterable[Initializer], streamed: 
         release_pages(array)
 
 
+class ConvertedValues(Mapping[str, np.ndarray]):
+    """``values`` with ``convert(array, name)`` applied to each as it is read (so a converted weight,
+    too, exists only until it is in the file)."""
+
+    def __init__(self, values: Mapping[str, np.ndarray], convert: Callable[[np.ndarray, str], np.ndarray]) -> None:
+        self._values = values
+        self._convert = convert
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._convert(self._values[name], name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
 def place_weights(
-    spec: ModelSpec, parts: Sequence[tuple[GraphProto, GraphBuilder]], all_outer: bool = False
+    spec: ModelSpec,
+    parts: Sequence[tuple[GraphProto, GraphBuilder]],
+    all_outer: bool = False,
+    convert: Callable[[np.ndarray, str], np.ndarray] | None = None,
 ) -> tuple[list[Initializer], dict[str, list[Initializer]]]:
     """Which weights the graph around the subgraphs holds, and which each subgraph holds (by graph
     name): a weight read by one subgraph is that subgraph's; with ``all_outer`` (subgraphs used by
     two nodes) every weight is outer. The subgraphs' own weights are attached once the model is
-    assembled (``attach_weights``)."""
+    assembled (``attach_weights``). ``convert`` changes each weight as it is read (``passes.fp16``)."""
     builders = [builder for _, builder in parts]
-    values = WeightValues(spec, builders)
+    values: Mapping[str, np.ndarray] = WeightValues(spec, builders)
+    if convert is not None:
+        values = ConvertedValues(values, convert)
     usage = Counter(name for b in builders for name in {*b.weights_used, *b.derived_weights})
     outer: list[Initializer] = []
     own: dict[str, list[Initializer]] = {}

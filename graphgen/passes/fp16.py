@@ -4,7 +4,9 @@ Meant for GPU execution providers, where float16 halves the weight traffic. grap
 search builds its layers in float16 from ``float16_spec`` (``model.transformer.Transformer`` with
 ``float16=True``) and keeps the search itself in float32. For ORT's BeamSearch op,
 ``to_float16`` converts a finished float32 model instead: every float tensor of the encoder and
-decoder subgraphs (weights, constants, inputs and outputs, casts) becomes float16.
+decoder subgraphs (weights, constants, inputs and outputs, casts) becomes float16; the export
+converts the weights themselves as they are written (``half_weight``), so the pass finds them
+float16 already.
 ``length_penalty``, ``repetition_penalty`` and the op's ``sequence_scores`` output stay float32:
 the op's schema gives them one type parameter, and ORT's CUDA search keeps its scores in float32
 for float16 subgraphs too.
@@ -88,6 +90,13 @@ class _HalfWeights(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self._weights)
+
+
+def half_weight(array: np.ndarray, name: str) -> np.ndarray:
+    """A float32 weight of the op search as float16 (what :func:`to_float16` makes of it), as it is
+    written out, so that the op's float16 file streams its weights as the other files do; any other
+    array unchanged."""
+    return _half_array(array, name) if array.dtype == np.float32 else array
 
 
 def float16_spec(spec: ModelSpec) -> ModelSpec:

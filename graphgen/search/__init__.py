@@ -29,7 +29,7 @@ class Search:
     module: str  # holds build_core; imported only when a file is built
     weight_formats: tuple[str, ...]  # "" (float), "int8", "int4"
     forced_first_token: bool  # a forced first token (forced_bos_token_id, a target language)
-    float16_layers: bool  # builds float16 layers itself; otherwise export converts the finished file
+    float16_layers: bool  # builds float16 layers itself; otherwise export converts the finished graph's types
 
     @property
     def build_core(self) -> Callable[[ModelSpec, str, str, bool, bool, int], SearchCore]:

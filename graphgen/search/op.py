@@ -22,6 +22,7 @@ from graphgen.model.placement import place_weights
 from graphgen.model.spec import ModelSpec
 from graphgen.model.transformer import Transformer, final_logits_bias
 from graphgen.model.weights import INT4_BLOCK, QuantizedWeights, quantized_weights
+from graphgen.passes.fp16 import half_weight
 from graphgen.search.io import (
     CHECKED_INPUT_IDS,
     RAW_SEQUENCES,
@@ -336,8 +337,9 @@ def build_core(
     mapped: bool = False,
     int4_block: int = INT4_BLOCK,
 ) -> SearchCore:
-    """The BeamSearch op over the encoder and decoder subgraphs (``float16`` is not built here: export
-    converts the finished file with ``passes.fp16.to_float16``)."""
+    """The BeamSearch op over the encoder and decoder subgraphs. ``float16``: the weights are
+    converted as they are written (``passes.fp16.half_weight``); the graphs are built in float32 and
+    export's ``passes.fp16.to_float16`` converts their types and constants."""
     weights = quantized_weights(spec, quantization, mapped=mapped, int4_block=int4_block)
     encoder = build_encoder_graph(spec, weights)
     decoder = build_decoder_graph(spec, weights)
@@ -345,7 +347,8 @@ def build_core(
     # initializers, shared ones go one level up. Otherwise two BeamSearch nodes share the subgraphs
     # and every weight goes to the Loop body around them (see batch_safe_search).
     early_stopping = spec.generation.early_stopping
-    shared, own = place_weights(spec, [encoder, decoder], all_outer=not early_stopping)
+    convert = half_weight if float16 else None
+    shared, own = place_weights(spec, [encoder, decoder], all_outer=not early_stopping, convert=convert)
     node, extras = search_node(spec, encoder[0], decoder[0], input_ids=CHECKED_INPUT_IDS)
     if early_stopping:
         outer_weights, search = shared, batched_search(node)
