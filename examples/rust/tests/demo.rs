@@ -295,11 +295,11 @@ fn the_command_line_reads_a_crlf_file_with_a_byte_order_mark() {
     let sources = lines("sources.txt");
     let expected = lines("expected.txt");
     let mut input = b"\xef\xbb\xbf".to_vec();
-    input.extend_from_slice(sources[..5].join("\r\n").as_bytes());
+    input.extend_from_slice(sources[..40].join("\r\n").as_bytes());
     let output = run_binary(&input);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    let want: String = expected[..5]
+    let want: String = expected[..40]
         .iter()
         .map(|line| format!("{line}\n"))
         .collect();

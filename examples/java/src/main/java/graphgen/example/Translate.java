@@ -11,8 +11,14 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
-/** {@code Translate MODEL < input.txt}: one sentence per line in, one translation per line out. */
+/**
+ * {@code Translate MODEL < input.txt}: one sentence per line in, one translation per line out, 16
+ * lines per run.
+ */
 public final class Translate {
+  /** Lines per run (as the C example's command line). */
+  static final int BATCH = 16;
+
   private static final byte[] UTF8_BOM = {(byte) 0xEF, (byte) 0xBB, (byte) 0xBF};
 
   public static void main(String[] args) throws Exception {
@@ -28,8 +34,14 @@ public final class Translate {
       System.exit(1);
       return;
     }
+    // BATCH lines per run: one run over a whole file would hold every line's search (4 beams each,
+    // their caches) at once. Each batch is written before the next is translated.
     try (Translator translator = new Translator(Path.of(args[0]))) {
-      translator.translate(lines).forEach(System.out::println);
+      for (int start = 0; start < lines.size(); start += BATCH) {
+        translator.translate(lines.subList(start, Math.min(start + BATCH, lines.size())))
+            .forEach(System.out::println);
+        System.out.flush();
+      }
     } catch (IllegalArgumentException error) {
       System.err.println(error.getMessage());
       System.exit(1);
