@@ -30,7 +30,7 @@ demo: $(VENV)/.installed
 	  ">>cmn_Hans<< Today is March 5, 2024." \
 	  ">>cmn_Hans<< The number is 4,205." \
 	  > build/demo-input.txt
-	@$(PY) -m graphgen translate $(DEMO_ONNX) < build/demo-input.txt > build/demo-output.txt
+	@$(PY) -m graphgen translate -q $(DEMO_ONNX) < build/demo-input.txt > build/demo-output.txt
 	@paste -d '\t' build/demo-input.txt build/demo-output.txt | sed 's/\t/  →  /'
 
 test: $(VENV)/.installed
