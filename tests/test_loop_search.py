@@ -19,7 +19,7 @@ from transformers import MarianMTModel, MarianTokenizer
 from graphgen import GraphgenError, export
 from graphgen._graphs import subgraphs
 from graphgen.passes.compat import outer_reads
-from graphgen.testing import demo_sources, family_checkpoint, open_session, random_marian
+from graphgen.testing import demo_sources, family_checkpoint, generate_both, open_session, random_marian
 from graphgen.verify.parity import compare, generated_tokens, graph_generate, hf_generate
 
 SENTENCES = demo_sources()[:120]
@@ -195,17 +195,7 @@ def test_random_model_equals_hf(tiny, settings: dict) -> None:
     session, model, batches = tiny
     returned = settings.get("num_return_sequences", 1)
     for ids, mask in batches:
-        with torch.no_grad():
-            out = model.generate(
-                input_ids=torch.from_numpy(ids),
-                attention_mask=torch.from_numpy(mask),
-                output_scores=True,
-                return_dict_in_generate=True,
-                **settings,
-            )
-        feeds = {"input_ids": ids.astype(np.int32), "attention_mask": mask.astype(np.int32)}
-        feeds |= {k: np.array([v], dtype=np.float32 if "penalty" in k else np.int32) for k, v in settings.items()}
-        sequences, scores = session.run(["sequences", "sequence_scores"], feeds)
+        out, sequences, scores = generate_both(session, model, ids, mask, **settings)
         expected = [generated_tokens(row, 0, 96) for row in out.sequences.numpy()]
         actual = [generated_tokens(row, 0, 96) for row in sequences.reshape(-1, sequences.shape[-1])]
         if settings.get("num_beams", 3) == 1:

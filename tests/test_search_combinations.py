@@ -20,10 +20,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from graphgen import export
-from graphgen.testing import open_session, random_marian
+from graphgen.testing import generate_both, open_session, random_marian
 from graphgen.testing.checkpoints import family_model
 from graphgen.verify.parity import generated_tokens
 
@@ -76,19 +75,7 @@ def _check_calls(path: Path, model: Any, vocab: int, seed: int, *, first_token: 
     for call in range(CALLS):
         settings, tokens = _draw(rng, first_token=first_token)
         ids, mask = _sources(rng, vocab, eos, pad)
-        with torch.no_grad():
-            out = model.generate(
-                input_ids=torch.from_numpy(ids),
-                attention_mask=torch.from_numpy(mask),
-                output_scores=True,
-                return_dict_in_generate=True,
-                **settings,
-                **tokens,
-            )
-        feeds = {"input_ids": ids.astype(np.int32), "attention_mask": mask.astype(np.int32)}
-        for name, value in (settings | tokens).items():
-            feeds[name] = np.array([value], dtype=np.float32 if "penalty" in name else np.int32)
-        sequences, scores = session.run(["sequences", "sequence_scores"], feeds)
+        out, sequences, scores = generate_both(session, model, ids, mask, **settings, **tokens)
         expected = [generated_tokens(row, eos, pad) for row in out.sequences.numpy()]
         actual = [generated_tokens(row, eos, pad) for row in sequences.reshape(-1, sequences.shape[-1])]
         label = f"call {call}: {settings | tokens}, {len(ids)} rows"

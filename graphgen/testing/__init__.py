@@ -56,6 +56,7 @@ from graphgen.testing.families import FAMILIES, LANGUAGE_TOKENIZERS, Family
 from graphgen.testing.family_files import IdFiles, TextFiles
 from graphgen.testing.sessions import (
     builder_model,
+    generate_both,
     hf_sequences,
     hf_tokens,
     hf_translate,
@@ -93,6 +94,7 @@ __all__ = [
     "family_checkpoint",
     "family_model",
     "full_size_family_checkpoint",
+    "generate_both",
     "generated_strings",
     "hf_sequences",
     "hf_tokens",

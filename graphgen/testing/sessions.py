@@ -127,6 +127,29 @@ def run_id_file(
     return [generated_tokens(row, eos, pad) for row in sequences.reshape(-1, sequences.shape[-1])]
 
 
+def generate_both(
+    session: ort.InferenceSession, model: Any, ids: np.ndarray, mask: np.ndarray, **settings: Any
+) -> tuple[Any, np.ndarray, np.ndarray]:
+    """HF ``generate``'s output (its per-step and sequence scores kept) and an id-level file's
+    ``sequences`` and ``sequence_scores`` for the same int64 ``ids``, ``mask`` and settings (the
+    penalties fed as float32, every other setting as int32)."""
+    import torch
+
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=torch.from_numpy(ids),
+            attention_mask=torch.from_numpy(mask),
+            output_scores=True,
+            return_dict_in_generate=True,
+            **settings,
+        )
+    feeds = {"input_ids": ids.astype(np.int32), "attention_mask": mask.astype(np.int32)}
+    for name, value in settings.items():
+        feeds[name] = np.array([value], dtype=np.float32 if "penalty" in name else np.int32)
+    sequences, scores = session.run(["sequences", "sequence_scores"], feeds)
+    return out, sequences, scores
+
+
 def hf_tokens(
     model: Any, ids: np.ndarray, mask: np.ndarray, eos: int, pad: int, **settings: Any
 ) -> list[tuple[int, ...]]:
