@@ -2,9 +2,10 @@
 
 ``decode_utf8`` turns zero-padded rows of bytes into code points exactly as Python's
 ``bytes.decode("utf-8", errors="replace")`` does (each maximal ill-formed subsequence becomes one
-U+FFFD, as the Unicode standard recommends), then drops U+0000: a zero byte is padding, wherever it
-is. ``join_bytes`` is the way back for a detokenizer: per position a table entry, the entries'
-bytes concatenated per row.
+U+FFFD, as the Unicode standard recommends), then drops the zero bytes that end a row: they are
+padding, and a zero byte before other bytes of its row is the character U+0000 (HF's tokenizers
+keep it; so only a text that ends with U+0000 cannot be passed). ``join_bytes`` is the way back
+for a detokenizer: per position a table entry, the entries' bytes concatenated per row.
 """
 
 from __future__ import annotations
@@ -106,7 +107,12 @@ def decode_utf8(b: GraphBuilder, data: str) -> tuple[str, Segments]:
         earlier = shift(b, length, -d, np.int64(0))
         same_row = b.op("GreaterOrEqual", [b.op("Sub", [where, b.const(np.int64(d))]), b.op("Sub", [row_end, width])])
         taken = b.op("Or", [taken, b.op("And", [same_row, b.op("Greater", [earlier, b.const(np.int64(d))])])])
-    keep = b.op("And", [b.op("Not", [taken]), b.op("Not", [b.op("Equal", [code, b.const(np.int64(0))])])])
+    # A zero byte is padding where no other byte follows it in its row; before one, it is U+0000.
+    nonzero = b.op("Cast", [b.op("Greater", [x, b.const(np.int64(0))])], to=INT64)
+    grid = b.op("Concat", [rows, width], axis=0)
+    after = b.op("CumSum", [b.op("Reshape", [nonzero, grid], allowzero=1), b.const(np.int64(1))], reverse=1)
+    text = b.op("Greater", [b.op("Reshape", [after, b.const(i64(-1))]), b.const(np.int64(0))])
+    keep = b.op("And", [b.op("Not", [taken]), text])
     codes = b.op("Compress", [code, keep], axis=0)
     per_row = b.op(
         "ReduceSum",

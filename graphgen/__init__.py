@@ -6,7 +6,14 @@ __version__ = "0.1.0"
 
 from typing import TYPE_CHECKING, Any
 
-from graphgen._errors import CheckpointError, GraphgenError, OutputPathError, SourceTooLongError, UnsupportedModelError
+from graphgen._errors import (
+    CheckpointError,
+    GraphgenError,
+    OutputPathError,
+    SourceTooLongError,
+    TextInputError,
+    UnsupportedModelError,
+)
 from graphgen.runtime.translator import Translator
 
 if TYPE_CHECKING:
@@ -25,6 +32,7 @@ __all__ = [
     "GraphgenError",
     "OutputPathError",
     "SourceTooLongError",
+    "TextInputError",
     "Translator",
     "UnsupportedModelError",
     "__version__",

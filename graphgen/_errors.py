@@ -28,6 +28,14 @@ class SourceTooLongError(GraphgenError, ValueError):
         self.indices = indices  # positions in the batch, where known
 
 
+class TextInputError(GraphgenError, ValueError):
+    """A text holds a U+0000 that the file's text input cannot carry; nothing was translated."""
+
+    def __init__(self, message: str, indices: tuple[int, ...]) -> None:
+        super().__init__(message)
+        self.indices = indices  # positions in the batch
+
+
 # How an exported graph's source-length check starts its message (the failing node's name, which
 # every ONNX Runtime binding prints); the runtime recognises the error by it.
 SOURCE_TOO_LONG_PREFIX = "graphgen: source longer than the model's limit of"

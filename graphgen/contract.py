@@ -24,7 +24,7 @@ from graphgen._wire import fields
 
 # Inputs of a text-level file.
 TEXT = "text"  # string [batch]: the extensions-based tokenizer's input
-TEXT_UTF8 = "text_utf8"  # uint8 [batch, bytes]: the portable tokenizer's input, zero-padded UTF-8
+TEXT_UTF8 = "text_utf8"  # uint8 [batch, bytes]: the portable tokenizer's input, zero-padded UTF-8 (trailing zeros)
 TRUNCATE = "truncate"
 SOURCE_LANGUAGE = "source_language"
 TARGET_LANGUAGE = "target_language"

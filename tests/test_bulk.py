@@ -192,6 +192,23 @@ def test_bad_lines_fail_with_their_number_or_are_skipped(demo_onnx: Path, tmp_pa
     assert lines_of(out) == [first, "", translator.translate([LONG_SOURCE], truncate=True)[0], "", *tail]
 
 
+def test_a_line_ending_in_a_zero_character_is_an_error_of_its_own(demo_onnx: Path) -> None:
+    """A final U+0000 cannot go into the bytes input: that line is refused by its number, its batch-mates
+    (one with a U+0000 inside, which is carried) translated."""
+    translator = Translator(demo_onnx)
+    raw = [b"I have three cats.\n", b"cats\x00\n", b"a\x00b\n", b'{"text": "x\\u0000"}\n']
+    out = list(translate_lines(translator, raw[:3], TextLines()))
+    assert [error.line for _, error in out if error] == [2]
+    assert str(out[1][1]).startswith("line 2: ends with U+0000, which the file's bytes input cannot carry")
+    expected = translator.translate(["I have three cats.", "a\0b"])
+    assert [line for line, _ in out] == [expected[0], "", expected[1]]
+    out = list(translate_lines(translator, raw[3:], JsonLines()))
+    assert json.loads(out[0][0])["graphgen_error"].startswith("ends with U+0000")
+    done = graphgen_translate(demo_onnx, "-q", input=b"".join(raw[:3]).decode())  # stdin: nothing to resume
+    assert done.returncode == 2 and done.stdout == expected[0] + "\n"
+    assert "line 2: ends with U+0000" in done.stderr and "run again, or pass --on-error skip" in done.stderr
+
+
 def test_bad_json_lines_are_reported(demo_onnx: Path) -> None:
     translator = Translator(demo_onnx)
     raw = [b'{"text": "I have three cats."}\n', b"not json\n", b"[1, 2]\n", b'{"other": 1}\n', b'{"text": 5}\n']

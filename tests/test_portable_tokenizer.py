@@ -3,7 +3,8 @@
 Ids and masks must equal HF's on the corpus strings and on 10,000 generated strings per tokenizer
 (every Unicode plane, combining marks, full-width forms, odd whitespace, control characters, emoji
 ZWJ sequences, 2,000-character lines, empty strings); bytes that are not UTF-8 follow one rule
-(``bytes.decode("utf-8", errors="replace")``, U+0000 dropped); the bytes detokenizer equals the
+(``bytes.decode("utf-8", errors="replace")``, the zero bytes after a row's last other byte dropped
+as padding, one before it a U+0000 as HF tokenizes it); the bytes detokenizer equals the
 string one, which equals ``batch_decode``. The graphs use no custom domain.
 """
 
@@ -251,7 +252,8 @@ def test_split_special_tokens_leaves_them_text(tmp_path: Path) -> None:
 
 def test_bytes_that_are_not_utf8(portable: Portable) -> None:
     """Random bytes (biased towards UTF-8's lead and continuation bytes) tokenize as Python's
-    ``decode("utf-8", errors="replace")`` of them, zero bytes dropped; nothing crashes."""
+    ``decode("utf-8", errors="replace")`` of them, the zero bytes that end a row dropped as padding
+    (those before other bytes are U+0000); nothing crashes."""
     rng = random.Random(5)
     pool = [*range(256), *range(0x80, 0xC0), *(0xC2, 0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xC0)] * 1
     blobs = [bytes(rng.choice(pool) for _ in range(rng.randint(0, 40))) for _ in range(1500)]
@@ -262,9 +264,25 @@ def test_bytes_that_are_not_utf8(portable: Portable) -> None:
         data = np.zeros((len(chunk), max(len(c) for c in chunk) + 3), dtype=np.uint8)  # zero padding too
         for row, blob in enumerate(chunk):
             data[row, : len(blob)] = np.frombuffer(blob, dtype=np.uint8)
-        texts = [blob.decode("utf-8", errors="replace").replace("\0", "") for blob in chunk]
+        texts = [blob.decode("utf-8", errors="replace").rstrip("\0") for blob in chunk]
         wrong += _mismatches(portable, texts, data)
     assert not wrong, f"{len(wrong)} byte strings differ, e.g. {wrong[:3]!r}"
+
+
+def test_zero_characters_inside_a_text(portable: Portable) -> None:
+    """A U+0000 before other text is a character the HF tokenizers keep (SentencePiece's ``<unk>``,
+    never normalized away): the zero byte carries it; only those at a row's end are padding."""
+    rng = random.Random(8)
+    texts = ["a\0b", "\0a", " \0 b", "x \0\0 y", "\0\x01\0b", "e\0\u0301", "\0 say", "a\0</s>b", "\0\u3000x"]
+    for text in STRINGS[:400:2]:
+        at = rng.randint(0, len(text))
+        texts.append(text[:at] + "\0" * rng.randint(1, 3) + (text[at:] or "z"))
+    assert all(text.rstrip("\0") == text for text in texts)
+    wrong: list[str] = []
+    for start in range(0, len(texts), 64):
+        chunk = texts[start : start + 64]
+        wrong += _mismatches(portable, chunk, utf8_batch(chunk))
+    assert not wrong, f"{len(wrong)} of {len(texts)} differ, e.g. {wrong[:3]!r}"
 
 
 def test_edge_batches(portable: Portable) -> None:

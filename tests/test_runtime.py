@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 from transformers import MarianMTModel, MarianTokenizer
 
-from graphgen import GraphgenError, Translator, export
+from graphgen import GraphgenError, TextInputError, Translator, export
 from graphgen.contract import LAYER_ASSIGNMENT, TEXT_ON_CPU, TEXT_UTF8, TRANSLATION
 from graphgen.runtime.translator import utf8_batch
 from graphgen.testing import FAMILIES, REPO, TextFiles, demo_sources, demo_test_pairs, hf_translate
@@ -116,6 +116,29 @@ def test_bad_input(demo_onnx: Path) -> None:
     ):
         with pytest.raises(ValueError):
             translator.translate(["x"], **bad)
+
+
+def test_zero_characters(models: Models, demo_dir: Path, tmp_path: Path) -> None:
+    """A U+0000 inside a text is translated as HF translates it; one the file cannot carry (at the end
+    of a text in the bytes input, anywhere in an extensions file's strings) is refused, naming the
+    texts, where it used to be dropped (or, with extensions, the rest of the text with it)."""
+    translator, model, tokenizer = models
+    texts = ["I have\0 three cats.", "\0Tom is 7.", "a\0b", "x\0\0\x01 y"]
+    assert translator.translate(texts) == hf_translate(model, tokenizer, texts)
+    assert translator.translate(["a\0b"]) != translator.translate(["ab"])  # the character is there
+    with pytest.raises(TextInputError, match=r"^the text ends with U\+0000") as refused:
+        translator.translate(["cats\0"])
+    assert refused.value.indices == (0,)
+    with pytest.raises(TextInputError, match=r"^texts 1, 3 of the batch: each ends with U\+0000") as refused:
+        translator.translate(["a", "b\0", "c\0d", "\0"])
+    assert refused.value.indices == (1, 3)
+    path = tmp_path / "extensions.onnx"
+    export(str(demo_dir), str(path), tokenizer="extensions", progress=lambda _: None)
+    extensions = Translator(path)
+    assert extensions.translate(["I have three cats."]) == translator.translate(["I have three cats."])
+    with pytest.raises(TextInputError, match=r"^text 1 of the batch holds U\+0000, up to which") as refused:
+        extensions.translate(["ok", "a\0b c d"])
+    assert refused.value.indices == (1,)
 
 
 def test_raw_session_bad_parameters_raise_not_crash(demo_onnx: Path) -> None:

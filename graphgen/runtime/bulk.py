@@ -48,10 +48,10 @@ class BulkError(GraphgenError):
     the written lines whose translation used every position up to ``max_length``, as in
     :class:`BulkResult`, so a stopped run still names them."""
 
-    def __init__(self, error: LineError, used_max_length: list[int] | None = None) -> None:
+    def __init__(self, error: LineError, used_max_length: list[int] | None = None, *, resumable: bool = True) -> None:
+        again = "run again with --resume" if resumable else "run again"  # --resume needs an output file
         super().__init__(
-            f"{error} (the lines before it were written; fix or remove it and run again with --resume, "
-            "or pass --on-error skip)"
+            f"{error} (the lines before it were written; fix or remove it and {again}, or pass --on-error skip)"
         )
         self.error = error
         self.used_max_length = used_max_length or []
@@ -163,6 +163,13 @@ def translate_items(translator: Translator, items: list[Item], truncate: bool | 
         for item in blank:
             item.translation = "" if returns == 1 else [""] * returns
         items = [item for item in items if (item.text or "").strip()]
+        if not items:
+            return
+    refused, why = translator.zero_characters([item.text or "" for item in items])
+    if refused:
+        for index in refused:
+            items[index].error = why
+        items = [item for index, item in enumerate(items) if index not in refused]
         if not items:
             return
     texts = [item.text or "" for item in items]
@@ -354,7 +361,8 @@ def translate_file(
                     _write(target_file, chunk)
                     result.lines += len(chunk)
                     # the window's later lines were translated too, but not written
-                    raise BulkError(failure, [line for line in result.used_max_length if line < failure.line])
+                    written = [line for line in result.used_max_length if line < failure.line]
+                    raise BulkError(failure, written, resumable=target is not None)
                 report(failure)
                 result.skipped.append(failure)
             chunk.append(text.encode("utf-8") + b"\n")

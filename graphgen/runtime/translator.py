@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from graphgen._errors import SOURCE_TOO_LONG_PREFIX, GraphgenError, SourceTooLongError
+from graphgen._errors import SOURCE_TOO_LONG_PREFIX, GraphgenError, SourceTooLongError, TextInputError
 from graphgen.contract import (
     FLOAT_PARAMETERS,
     GENERATION_PARAMETERS,
@@ -294,10 +294,18 @@ class Translator:
 
         A text with more tokens than the model has positions raises :class:`SourceTooLongError`,
         unless ``truncate`` is true: then it is cut to the limit as HF's ``truncation=True`` cuts it.
-        ``None`` (the default) means false, or what a baked copy fixed.
+        ``None`` (the default) means false, or what a baked copy fixed. A text with a U+0000 the
+        file cannot carry raises :class:`TextInputError` (one at the end of a text, or any in an
+        extensions file's text).
         """
         if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
             raise TypeError("texts must be a sequence of str")
+        refused, why = self.zero_characters(texts)
+        if refused:
+            which = "the text" if len(texts) == 1 else f"text {', '.join(map(str, refused))} of the batch"
+            if len(refused) > 1:
+                which = f"texts {', '.join(map(str, refused))} of the batch: each"
+            raise TextInputError(f"{which} {why}; remove it", refused)
         values = self.settings(overrides)
         if TEXT_UTF8 in self._inputs:
             feeds: dict[str, np.ndarray] = {TEXT_UTF8: utf8_batch(texts)}
@@ -354,6 +362,22 @@ class Translator:
             except SourceTooLongError:
                 found.append(index)
         return found
+
+    def zero_characters(self, texts: Sequence[str]) -> tuple[tuple[int, ...], str]:
+        """The texts holding a U+0000 the file would not see (their indices), and why, said of one.
+
+        In ``text_utf8`` zero bytes after a row's last other byte are padding, so a U+0000 inside a
+        text is carried (and tokenized as HF does) but a final one is not; an extensions file's
+        string input is read only up to its first U+0000 (the rest of the text would be lost).
+        Such texts are refused rather than translated as a different text.
+        """
+        if TEXT_UTF8 in self._inputs:
+            indices = tuple(index for index, text in enumerate(texts) if text.endswith("\0"))
+            why = "ends with U+0000, which the file's bytes input cannot carry (its rows are padded with zero bytes)"
+        else:
+            indices = tuple(index for index, text in enumerate(texts) if "\0" in text)
+            why = "holds U+0000, up to which the file's SentencePiece op reads a text (the rest would be lost)"
+        return indices, why
 
     def _too_long_error(self, indices: tuple[int, ...]) -> SourceTooLongError:
         limit = self.max_positions

@@ -6,7 +6,8 @@ other binding. What each family's HF tokenizer does is first read into a :class:
 (``spec_for_marian``, ``spec_for_language``); ``add_portable_tokenizer`` builds the graph from the
 spec alone, out of the blocks in ``custom_ops``:
 
-1. ``utf8``: bytes → code points (``bytes.decode("utf-8", errors="replace")``, U+0000 dropped);
+1. ``utf8``: bytes → code points (``bytes.decode("utf-8", errors="replace")``; the zero bytes that
+   end a row are padding);
 2. the added tokens typed in the text (``</s>``, ``<unk>``, language codes, ``<mask>``, sentinels)
    and Marian's leading ``>>xx<<`` split off, as HF's added-token split and
    ``MarianTokenizer.remove_language_code`` do (``custom_ops.added_tokens``); the tokens that
