@@ -178,7 +178,8 @@ func (t *Translator) checkSetting(name string, value float64) error {
 // Close frees the session.
 func (t *Translator) Close() error { return t.session.Destroy() }
 
-// Translate gives one translation per text (the best hypothesis), in order.
+// Translate gives one translation per text (the best hypothesis), in order. A text that ends with
+// U+0000 is refused, before running, with a *TextInputError naming it (finalZeros).
 func (t *Translator) Translate(texts []string) ([]string, error) {
 	if t.Languages {
 		return nil, errors.New("this translator was opened with language inputs: use TranslateLanguages")
@@ -199,6 +200,9 @@ func (t *Translator) TranslateLanguages(texts, sources, targets []string) ([]str
 // languages) with the generation settings of this call: a value for each setting named at
 // OpenSettings (whole numbers for num_beams, max_length, min_length, num_return_sequences).
 func (t *Translator) TranslateSettings(texts, sources, targets []string, settings map[string]float64) ([]string, error) {
+	if err := finalZeros(texts); err != nil {
+		return nil, err
+	}
 	if t.Languages {
 		for _, codes := range [][]string{sources, targets} {
 			if len(codes) != 1 && len(codes) != len(texts) {
@@ -219,6 +223,39 @@ func (t *Translator) TranslateSettings(texts, sources, targets []string, setting
 		return nil, fmt.Errorf("settings %v: only those named at OpenSettings (%v) are fed", settings, t.Settings)
 	}
 	return t.run(texts, sources, targets, settings)
+}
+
+// TextInputError: texts the file's text_utf8 input cannot carry (Indices, from 0, in the batch);
+// nothing was translated. As Python's graphgen.TextInputError.
+type TextInputError struct {
+	Indices []int
+	message string
+}
+
+func (e *TextInputError) Error() string { return e.message }
+
+// finalZeros refuses the texts that end with U+0000. The file takes zero bytes after a row's last
+// other byte as padding, so a U+0000 inside a text is carried (and tokenized as HF tokenizes it),
+// but a final one would be dropped without an error: a different text translated.
+func finalZeros(texts []string) error {
+	var refused []string
+	var indices []int
+	for index, text := range texts {
+		if strings.HasSuffix(text, "\x00") {
+			refused, indices = append(refused, strconv.Itoa(index)), append(indices, index)
+		}
+	}
+	if len(indices) == 0 {
+		return nil
+	}
+	which := "text " + refused[0] + " of the batch" // worded as Python's Translator words it
+	if len(texts) == 1 {
+		which = "the text"
+	} else if len(indices) > 1 {
+		which = "texts " + strings.Join(refused, ", ") + " of the batch: each"
+	}
+	return &TextInputError{Indices: indices, message: which + " ends with U+0000, which the file's bytes " +
+		"input cannot carry (its rows are padded with zero bytes); remove it"}
 }
 
 func stringTensor(values []string) (*ort.StringTensor, error) {

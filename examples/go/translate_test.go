@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -205,5 +206,38 @@ func TestTargetTagsFromTheMetadata(t *testing.T) {
 	equal(t, open(t, "demo-en-zh.onnx", false).TargetTags(), []string{">>cmn_Hans<<", ">>cmn_Hant<<"}, "demo-en-zh.onnx tags")
 	if tags := open(t, "nllb.onnx", true).TargetTags(); len(tags) != 0 {
 		t.Fatalf("an NLLB file lists %d target tags", len(tags))
+	}
+}
+
+// A U+0000 inside a text is a character the file tokenizes (as HF does); one at the end of a text
+// would be taken for the row's zero padding and dropped, so such a text is refused, by its index,
+// before running.
+func TestZeroCharacters(t *testing.T) {
+	translator := open(t, "demo-en-zh.onnx", false)
+	inside, err := translator.Translate([]string{"a\x00b", "ab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inside[0] == inside[1] {
+		t.Fatalf("a\\x00b translates as ab (%q): the U+0000 was dropped", inside[0])
+	}
+	for _, c := range []struct {
+		texts   []string
+		indices []int
+		message string
+	}{
+		{[]string{"I have three cats.", "cats\x00"}, []int{1}, "text 1 of the batch ends with U+0000, which the file's bytes input cannot carry"},
+		{[]string{"a", "b\x00", "c\x00d", "\x00"}, []int{1, 3}, "texts 1, 3 of the batch: each ends with U+0000"},
+		{[]string{"cats\x00"}, []int{0}, "the text ends with U+0000"},
+	} {
+		_, err := translator.Translate(c.texts)
+		var refused *TextInputError
+		if !errors.As(err, &refused) || !strings.HasPrefix(err.Error(), c.message) ||
+			!strings.HasSuffix(err.Error(), "(its rows are padded with zero bytes); remove it") {
+			t.Fatalf("%q: %v", c.texts, err)
+		}
+		if !slices.Equal(refused.Indices, c.indices) {
+			t.Fatalf("%q: indices %v, want %v", c.texts, refused.Indices, c.indices)
+		}
 	}
 }

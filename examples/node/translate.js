@@ -251,8 +251,35 @@ export async function openTranslator(ort, model, sessionOptions = {}) {
   return { ort, session, info };
 }
 
-/** Texts as the `text_utf8` tensor: UTF-8 (lone surrogates become U+FFFD), zero-padded rows. */
+/**
+ * Refuses the texts that end with U+0000, naming them (from 0) as Python's `Translator` does. The
+ * file takes zero bytes after a row's last other byte as padding, so a U+0000 inside a text is
+ * carried (and tokenized as HF tokenizes it), but a final one would be dropped without an error: a
+ * different text translated. The error's `indices` lists them.
+ */
+function refuseFinalZeros(texts) {
+  const refused = texts.flatMap((text, index) => (text.endsWith("\0") ? [index] : []));
+  if (refused.length === 0) {
+    return;
+  }
+  let which = `text ${refused[0]} of the batch`;
+  if (texts.length === 1) {
+    which = "the text";
+  } else if (refused.length > 1) {
+    which = `texts ${refused.join(", ")} of the batch: each`;
+  }
+  const error = new Error(`${which} ends with U+0000, which the file's bytes input cannot carry ` +
+    "(its rows are padded with zero bytes); remove it");
+  error.indices = refused;
+  throw error;
+}
+
+/**
+ * Texts as the `text_utf8` tensor: UTF-8 (lone surrogates become U+FFFD), zero-padded rows. A text
+ * that ends with U+0000 is refused (the padding would swallow it: `refuseFinalZeros`).
+ */
 export function utf8Tensor(ort, texts) {
+  refuseFinalZeros(texts);
   const encoder = new TextEncoder();
   const rows = texts.map((text) => encoder.encode(text));
   const width = rows.reduce((longest, row) => Math.max(longest, row.length), 0);
@@ -324,7 +351,8 @@ function languages(ort, { session, info }, input, value, count, option) {
  * M2M100, mBART-50 files: one code, or one per text), `truncate`, and the generation settings
  * `numBeams`, `numReturnSequences`, `maxLength`, `minLength`, `lengthPenalty`, `repetitionPenalty`
  * (the checkpoint's defaults otherwise). Returns one string per text, or an array of
- * `numReturnSequences` strings per text when that is above 1.
+ * `numReturnSequences` strings per text when that is above 1. A text that ends with U+0000 is
+ * refused before running (an Error naming it; one inside a text is translated).
  */
 export async function translate(translator, texts, options = {}) {
   const { ort, session } = translator;

@@ -185,6 +185,25 @@ for (const [name, ort] of Object.entries(runtimes)) {
       assert.deepEqual(await translate(cutting, [longSource]), [longTranslation]);
     });
 
+    test("a U+0000 inside a text is translated; a text that ends with one is refused, by its index", async () => {
+      const translator = await openTranslator(ort, `${fixtures}demo-en-zh.onnx`);
+      const [inside, without] = await translate(translator, ["a\u0000b", "ab"]);
+      assert.notEqual(inside, without); // the character reached the tokenizer
+      const why = "ends with U\\+0000, which the file's bytes input cannot carry \\(its rows are padded with zero bytes\\); remove it$";
+      const refusals = [
+        [["I have three cats.", "cats\u0000"], [1], new RegExp(`^text 1 of the batch ${why}`)],
+        [["a", "b\u0000", "c\u0000d", "\u0000"], [1, 3], new RegExp(`^texts 1, 3 of the batch: each ${why}`)],
+        [["cats\u0000"], [0], new RegExp(`^the text ${why}`)],
+      ];
+      for (const [texts, indices, message] of refusals) {
+        await assert.rejects(translate(translator, texts), (error) => {
+          assert.match(error.message, message);
+          assert.deepEqual(error.indices, indices);
+          return true;
+        });
+      }
+    });
+
     test("empty input, an unknown language and a missing file", async () => {
       const translator = await openTranslator(ort, `${fixtures}demo-en-zh.onnx`);
       assert.deepEqual(await translate(translator, []), []);

@@ -4,7 +4,8 @@
 //! the caller's (the library inside the Python wheel or a release archive works). Nothing else is
 //! needed: the file's tokenizer is built from standard ONNX ops (`graphgen export`'s default,
 //! `--tokenizer onnx`). Texts go in as UTF-8 bytes (`text_utf8`, u8 `[batch, bytes]`, zero-padded),
-//! which a Rust `&str` already is.
+//! which a Rust `&str` already is; a U+0000 inside a text is carried, one at its end is refused
+//! (`EndsWithNul`).
 
 use std::fmt::{self, Debug};
 use std::path::{Path, PathBuf};
@@ -32,6 +33,14 @@ pub enum Error {
         byte: u8,
         offset: usize,
     },
+    /// An input line (1-based) that ends with U+0000, refused by `input_lines` before anything is
+    /// translated: `translate` would refuse it anyway (`EndsWithNul`), but only when its batch is
+    /// reached and naming its index in that batch, not its line.
+    LineEndsWithNul { line: usize },
+    /// Texts (their 0-based indices in a call of `batch` texts) that end with U+0000: `text_utf8`'s
+    /// rows are padded with zero bytes, so the file would take those final zero bytes as padding and
+    /// translate a different text. Nothing was run. A U+0000 inside a text is carried.
+    EndsWithNul { indices: Vec<usize>, batch: usize },
 }
 
 impl fmt::Display for Error {
@@ -51,6 +60,26 @@ impl fmt::Display for Error {
                 f,
                 "line {line}: not valid UTF-8 (byte {byte:#04x} at offset {offset})"
             ),
+            // worded as `graphgen translate`'s per-line message
+            Error::LineEndsWithNul { line } => write!(
+                f,
+                "line {line}: ends with U+0000, which the file's bytes input cannot carry (its rows \
+                 are padded with zero bytes); remove it"
+            ),
+            // worded as Python's `graphgen.TextInputError`
+            Error::EndsWithNul { indices, batch } => {
+                let listed: Vec<String> = indices.iter().map(usize::to_string).collect();
+                match (batch, indices.len()) {
+                    (1, _) => write!(f, "the text ")?,
+                    (_, 1) => write!(f, "text {} of the batch ", listed[0])?,
+                    _ => write!(f, "texts {} of the batch: each ", listed.join(", "))?,
+                }
+                write!(
+                    f,
+                    "ends with U+0000, which the file's bytes input cannot carry (its rows are \
+                     padded with zero bytes); remove it"
+                )
+            }
         }
     }
 }
@@ -83,7 +112,9 @@ const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
 /// feed, U+0085 or U+2028 kept inside its line (Python's `str.splitlines` would end it there), and
 /// a byte order mark at the start of the input removed (one anywhere else stays text). Empty input
 /// gives no lines (a mark alone is one empty line, as in Python). A line that is not UTF-8 is
-/// refused as `NotUtf8`, naming the first such line.
+/// refused as `NotUtf8`, and one that ends with U+0000 (after its `\r` is dropped) as
+/// `LineEndsWithNul`, naming the first such line; a U+0000 before other characters is carried, so
+/// its line is kept.
 pub fn input_lines(data: &[u8]) -> Result<Vec<String>, Error> {
     if data.is_empty() {
         return Ok(Vec::new());
@@ -98,13 +129,17 @@ pub fn input_lines(data: &[u8]) -> Result<Vec<String>, Error> {
                 raw
             };
             let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-            std::str::from_utf8(raw)
-                .map(str::to_owned)
-                .map_err(|error| Error::NotUtf8 {
-                    line: index + 1,
-                    byte: raw[error.valid_up_to()],
-                    offset: error.valid_up_to(),
-                })
+            let line = std::str::from_utf8(raw).map_err(|error| Error::NotUtf8 {
+                line: index + 1,
+                byte: raw[error.valid_up_to()],
+                offset: error.valid_up_to(),
+            })?;
+            // Refused here, with its line number, rather than by `translate` once its batch is
+            // reached (earlier batches already written, the text named by its index in the batch).
+            if line.ends_with('\0') {
+                return Err(Error::LineEndsWithNul { line: index + 1 });
+            }
+            Ok(line.to_owned())
         })
         .collect()
 }
@@ -300,6 +335,7 @@ impl Translator {
         languages: Option<(&[&str], &[&str])>,
         settings: &Settings,
     ) -> Result<Vec<String>, Error> {
+        carried(texts)?;
         self.check(settings)?;
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -354,6 +390,27 @@ fn codes(list: &str) -> Option<Vec<String>> {
             plain.then(|| code.to_owned())
         })
         .collect()
+}
+
+/// Refuses texts that end with U+0000 (as Python's `Translator` does, before running): `utf8` pads
+/// each row with zero bytes, and the file takes the zero bytes after a row's last other byte as
+/// padding, so a final U+0000 would be dropped and a different text translated. One before other
+/// characters is carried (the file tokenizes it as HF does).
+fn carried(texts: &[&str]) -> Result<(), Error> {
+    let indices: Vec<usize> = texts
+        .iter()
+        .enumerate()
+        .filter(|(_, text)| text.ends_with('\0'))
+        .map(|(index, _)| index)
+        .collect();
+    if indices.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::EndsWithNul {
+            indices,
+            batch: texts.len(),
+        })
+    }
 }
 
 /// The texts as the `text_utf8` input: one row of UTF-8 bytes per text, zero-padded to the longest.

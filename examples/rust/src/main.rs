@@ -1,8 +1,9 @@
 //! `graphgen-translate MODEL < sentences.txt`: one sentence per line in, one translation per line out.
 //! Lines are read as `graphgen translate -i` reads them (`input_lines`): split at `\n` only, a
-//! CRLF's `\r` and a leading byte order mark dropped; a line that is not UTF-8 is refused (exit
-//! code 1) before anything is translated. 16 lines per run, each batch written before the next is
-//! translated. ONNX Runtime's shared library comes from `ORT_LIBRARY`.
+//! CRLF's `\r` and a leading byte order mark dropped; a line that is not UTF-8, or that ends with
+//! U+0000 (which the file's zero-padded bytes input cannot carry), is refused (exit code 1) before
+//! anything is translated. 16 lines per run, each batch written before the next is translated.
+//! ONNX Runtime's shared library comes from `ORT_LIBRARY`.
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;

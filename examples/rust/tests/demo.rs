@@ -89,6 +89,44 @@ fn a_long_source_is_an_error_naming_the_limit() {
     );
 }
 
+/// A text ending with U+0000 is refused before running, naming its index in the batch: the file
+/// would take its final zero bytes for `text_utf8`'s padding and translate a different text.
+#[test]
+fn a_text_ending_with_u0000_is_refused_naming_it() {
+    let why =
+        "ends with U+0000, which the file's bytes input cannot carry (its rows are padded with \
+               zero bytes); remove it";
+    let mut translator = translator();
+    let error = translator
+        .translate(&["I have three cats.", "cats\0", "a\0b"])
+        .expect_err("refused");
+    assert!(
+        matches!(&error, Error::EndsWithNul { indices, batch: 3 } if indices == &[1]),
+        "{error:?}"
+    );
+    assert_eq!(error.to_string(), format!("text 1 of the batch {why}"));
+    let several = translator
+        .translate(&["a", "b\0", "c\0d", "\0"])
+        .expect_err("refused");
+    assert_eq!(
+        several.to_string(),
+        format!("texts 1, 3 of the batch: each {why}")
+    );
+    let one = translator.translate(&["cats\0"]).expect_err("refused");
+    assert_eq!(one.to_string(), format!("the text {why}"));
+}
+
+/// A U+0000 before other characters is carried: the file tokenizes it (as HF does), so the text
+/// translates, and not as the text without it.
+#[test]
+fn a_u0000_inside_a_text_is_carried() {
+    let mut translator = translator();
+    let inside = translator.translate(&["a\0b"]).expect("translated");
+    let without = translator.translate(&["ab"]).expect("translated");
+    assert_eq!(inside.len(), 1);
+    assert_ne!(inside, without);
+}
+
 /// `languages.tsv`: source language, target language, text, Python's translation (NLLB file).
 fn language_rows() -> Vec<[String; 4]> {
     lines("languages.tsv")
@@ -273,6 +311,48 @@ fn a_line_that_is_not_utf8_is_refused_naming_it() {
     );
 }
 
+/// A line ending with U+0000 is refused by its number before anything is translated (`text_utf8`'s
+/// zero padding cannot carry it); one with U+0000 before other characters is kept.
+#[test]
+fn a_line_ending_with_u0000_is_refused_naming_it() {
+    let why = "ends with U+0000, which the file's bytes input cannot carry (its rows are padded \
+               with zero bytes); remove it";
+    let refused = |data: &[u8]| input_lines(data).expect_err("refused");
+    let error = refused(b"I have three cats.\ncats\0\na\0b\n");
+    assert!(
+        matches!(error, Error::LineEndsWithNul { line: 2 }),
+        "{error:?}"
+    );
+    assert_eq!(error.to_string(), format!("line 2: {why}"));
+    // The CRLF's `\r` is dropped first, so the U+0000 before it ends the line.
+    let crlf = refused(b"ok\r\ncats\0\r\nnext\r\n");
+    assert_eq!(crlf.to_string(), format!("line 2: {why}"));
+    // A last line without a newline counts too.
+    let last = refused(b"one\ntwo\nthree\0");
+    assert_eq!(last.to_string(), format!("line 3: {why}"));
+    assert_eq!(refused(b"\0").to_string(), format!("line 1: {why}"));
+    // The first bad line is named, whichever way it is bad.
+    assert_eq!(
+        refused(b"x\0\n\xff\n").to_string(),
+        format!("line 1: {why}")
+    );
+    assert_eq!(
+        refused(b"\xff\nx\0\n").to_string(),
+        "line 1: not valid UTF-8 (byte 0xff at offset 0)"
+    );
+}
+
+#[test]
+fn a_u0000_inside_a_line_is_kept() {
+    let read = |data: &[u8]| input_lines(data).unwrap();
+    assert_eq!(
+        read(b"I have three cats.\na\0b\n\0\0c\n"),
+        ["I have three cats.", "a\0b", "\0\0c"]
+    );
+    // One `\r` dropped: the line ends with `\r`, not U+0000.
+    assert_eq!(read(b"a\0\r\r\n"), ["a\0\r"]);
+}
+
 /// The built command line on the demo file, `input` on its stdin.
 fn run_binary(input: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_graphgen-translate"))
@@ -314,6 +394,22 @@ fn the_command_line_refuses_a_line_that_is_not_utf8() {
     assert!(output.stdout.is_empty());
     assert!(
         stderr.contains("line 2: not valid UTF-8 (byte 0xff at offset 2)"),
+        "{stderr}"
+    );
+}
+
+/// A line ending with U+0000 stops the command line before any batch is translated (the 20th line,
+/// in the second batch of 16), naming the line rather than its index in the batch.
+#[test]
+fn the_command_line_refuses_a_line_ending_with_u0000() {
+    let mut input = "I have three cats.\n".repeat(19);
+    input.push_str("cats\0\na\0b\n");
+    let output = run_binary(input.as_bytes());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert!(
+        stderr.contains("line 20: ends with U+0000, which the file's bytes input cannot carry"),
         "{stderr}"
     );
 }

@@ -61,9 +61,17 @@ public final class Translate {
    * mark at the very start of the input is removed (Windows editors write one); anywhere else it
    * stays.
    *
-   * @throws IllegalArgumentException for a line that is not valid UTF-8, naming the line (from 1)
-   *     and the first bad byte with its offset in the line: {@code line 3: not valid UTF-8 (byte
-   *     0xff at offset 17)}
+   * <p>A line that ends with U+0000 is refused here too, before anything is translated: {@link
+   * Translator} would refuse it anyway ({@code text_utf8}'s rows are padded with zero bytes, so a
+   * final U+0000 cannot be carried), but only when its batch is reached, after earlier batches were
+   * written, and naming its place in the batch rather than its line. A U+0000 inside a line (before
+   * other characters) is carried, so that line is kept.
+   *
+   * @throws IllegalArgumentException for the first line that is not valid UTF-8 or ends with
+   *     U+0000, naming the line (from 1), and for bad UTF-8 the first bad byte with its offset in
+   *     the line: {@code line 3: not valid UTF-8 (byte 0xff at offset 17)}, {@code line 2: ends with
+   *     U+0000, which the file's bytes input cannot carry (its rows are padded with zero bytes);
+   *     remove it}
    */
   static List<String> inputLines(byte[] data) {
     List<String> lines = new ArrayList<>();
@@ -81,7 +89,15 @@ public final class Translate {
       if (end > lineStart && data[end - 1] == '\r') {
         end--;
       }
-      lines.add(decode(decoder, data, lineStart, end, lines.size() + 1));
+      int number = lines.size() + 1;
+      String line = decode(decoder, data, lineStart, end, number);
+      if (line.endsWith("\0")) {
+        // worded as graphgen translate's per-line message (and Translator's, which names a batch index)
+        throw new IllegalArgumentException(String.format(
+            "line %d: ends with U+0000, which the file's bytes input cannot carry (its rows are padded"
+                + " with zero bytes); remove it", number));
+      }
+      lines.add(line);
       start = newline + 1;
     }
     return lines;

@@ -21,8 +21,9 @@ import java.util.Set;
  *
  * <p>The tokenizer, the search and the detokenizer are all inside the file, in standard ONNX ops
  * ({@code graphgen export}'s default, {@code --tokenizer onnx}): ONNX Runtime is the only dependency.
- * The texts go in as UTF-8 bytes ({@code text_utf8}: uint8 {@code [batch, bytes]}, zero-padded). A
- * session may be used from several threads at once.
+ * The texts go in as UTF-8 bytes ({@code text_utf8}: uint8 {@code [batch, bytes]}, zero-padded): a
+ * U+0000 inside a text is carried, one at its end is refused. A session may be used from several
+ * threads at once.
  */
 public final class Translator implements AutoCloseable {
   private static final String TEXT_UTF8 = "text_utf8";
@@ -174,6 +175,7 @@ public final class Translator implements AutoCloseable {
   private List<String> run(
       List<String> texts, Map<String, List<String>> languages, Map<String, ? extends Number> settings)
       throws OrtException {
+    checkCarried(texts);
     Set<String> inputs = session.getInputNames();
     for (String name : settings.keySet()) {
       if (!isSetting(name)) {
@@ -264,6 +266,34 @@ public final class Translator implements AutoCloseable {
 
   private static boolean isSetting(String name) {
     return INT_SETTINGS.contains(name) || FLOAT_SETTINGS.contains(name);
+  }
+
+  /**
+   * Refuses texts that end with U+0000, before running, as Python's {@code Translator} does: {@link
+   * #utf8} pads each row with zero bytes, and the file takes the zero bytes after a row's last other
+   * byte as padding, so a final U+0000 would be dropped and a different text translated. One before
+   * other characters is carried (the file tokenizes it as HF does). The message names the texts by
+   * their index in the batch (from 0), worded as Python's {@code graphgen.TextInputError}.
+   */
+  static void checkCarried(List<String> texts) {
+    List<String> refused = new ArrayList<>();
+    for (int i = 0; i < texts.size(); i++) {
+      if (texts.get(i).endsWith("\0")) {
+        refused.add(String.valueOf(i));
+      }
+    }
+    if (refused.isEmpty()) {
+      return;
+    }
+    String which =
+        texts.size() == 1
+            ? "the text"
+            : refused.size() == 1
+                ? "text " + refused.get(0) + " of the batch"
+                : "texts " + String.join(", ", refused) + " of the batch: each";
+    throw new IllegalArgumentException(
+        which + " ends with U+0000, which the file's bytes input cannot carry (its rows are padded with zero"
+            + " bytes); remove it");
   }
 
   /** The texts as UTF-8 rows of one width, zero-padded: the {@code text_utf8} input. */

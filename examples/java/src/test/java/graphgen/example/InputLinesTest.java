@@ -93,6 +93,31 @@ class InputLinesTest {
     assertMessage("line 1: not valid UTF-8 (byte 0x80 at offset 3)", bytes("猫", 0x80));
   }
 
+  /**
+   * A line ending with U+0000 is refused by its number before anything is translated ({@code
+   * text_utf8}'s zero padding cannot carry it); one with U+0000 before other characters is kept.
+   */
+  @Test
+  void aLineEndingWithU0000IsRefusedNamingIt() {
+    String why = "ends with U+0000, which the file's bytes input cannot carry (its rows are padded with zero"
+        + " bytes); remove it";
+    assertMessage("line 2: " + why, bytes("I have three cats.\n", "cats\0\n", "a\0b\n"));
+    // The CRLF's '\r' is dropped first, so the U+0000 before it ends the line.
+    assertMessage("line 2: " + why, bytes("ok\r\n", "cats\0\r\n", "next\r\n"));
+    // A last line without a newline counts too.
+    assertMessage("line 3: " + why, bytes("one\n", "two\n", "three\0"));
+    assertMessage("line 1: " + why, bytes("\0"));
+    // The first bad line is named, whichever way it is bad.
+    assertMessage("line 1: " + why, bytes("x\0\n", 0xFF, "\n"));
+    assertMessage("line 1: not valid UTF-8 (byte 0xff at offset 0)", bytes(0xFF, "\n", "x\0\n"));
+  }
+
+  @Test
+  void aU0000InsideALineIsKept() {
+    assertEquals(List.of("I have three cats.", "a\0b", "\0\0c"), lines("I have three cats.\na\0b\n\0\0c\n"));
+    assertEquals(List.of("a\0\r"), lines("a\0\r\r\n"));  // one '\r' dropped: the line ends with '\r'
+  }
+
   private static void assertMessage(String expected, byte[] data) {
     var error = assertThrows(IllegalArgumentException.class, () -> Translate.inputLines(data));
     assertEquals(expected, error.getMessage());

@@ -1,6 +1,7 @@
 package graphgen.example;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -134,6 +135,35 @@ class TranslatorTest {
     var unknown = assertThrows(
         IllegalArgumentException.class, () -> translator.translate(sources.subList(0, 1), java.util.Map.of("beams", 2)));
     assertTrue(unknown.getMessage().contains("unknown setting beams"), unknown.getMessage());
+  }
+
+  /**
+   * A text ending with U+0000 is refused before running, naming its index in the batch: the file
+   * would take its final zero bytes for {@code text_utf8}'s padding and translate a different text.
+   */
+  @Test
+  void aTextEndingWithU0000IsRefusedNamingIt() {
+    String why =
+        "ends with U+0000, which the file's bytes input cannot carry (its rows are padded with zero bytes); remove it";
+    var error = assertThrows(
+        IllegalArgumentException.class, () -> translator.translate(List.of("I have three cats.", "cats\0", "a\0b")));
+    assertEquals("text 1 of the batch " + why, error.getMessage());
+    var several =
+        assertThrows(IllegalArgumentException.class, () -> translator.translate(List.of("a", "b\0", "c\0d", "\0")));
+    assertEquals("texts 1, 3 of the batch: each " + why, several.getMessage());
+    var one = assertThrows(IllegalArgumentException.class, () -> translator.translate(List.of("cats\0")));
+    assertEquals("the text " + why, one.getMessage());
+  }
+
+  /**
+   * A U+0000 before other characters is carried: the file tokenizes it (as HF does), so the text
+   * translates, and not as the text without it.
+   */
+  @Test
+  void aU0000InsideATextIsCarried() throws OrtException {
+    List<String> inside = translator.translate(List.of("a\0b"));
+    assertEquals(1, inside.size());
+    assertNotEquals(translator.translate(List.of("ab")), inside);
   }
 
   @Test
