@@ -3,6 +3,7 @@ language-coded families, and bad input."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -231,6 +232,11 @@ def test_cli_translate_arguments_and_stdin(demo_onnx: Path) -> None:
     assert len(done.stdout.splitlines()) == 2 and done.stdout.splitlines()[1] == "汤姆七岁。"
     done = subprocess.run([*command, "--num-beams", "0", "x"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 2 and "num_beams must be at least 1" in done.stderr
+    # an argument that is not UTF-8 is refused as such a line of --input is (not translated as U+FFFD)
+    arguments = [*map(os.fsencode, command), b"I have three cats.", b"caf\xe9 cats"]
+    done = subprocess.run(arguments, capture_output=True, timeout=300, cwd=REPO)
+    assert done.returncode == 2 and done.stdout == b""
+    assert b"text argument 2 is not valid UTF-8 (byte 0xe9 at offset 3)" in done.stderr
 
 
 @pytest.mark.parametrize("family", CODED)

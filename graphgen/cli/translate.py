@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,9 +92,26 @@ def add_parser(commands: Any) -> None:
     translate.set_defaults(run=run)
 
 
+def _check_utf8(texts: list[str]) -> None:
+    """Refuse a text argument that is not UTF-8, as a line of --input is refused: Python passes its
+    bytes on as lone surrogates, which would be translated as U+FFFD (a different text)."""
+    for number, text in enumerate(texts, start=1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = os.fsencode(text)  # the argument's bytes, as the shell gave them
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                where = f"byte {raw[error.start]:#04x} at offset {error.start}"
+                raise GraphgenError(f"text argument {number} is not valid UTF-8 ({where})") from None
+            raise GraphgenError(f"text argument {number} is not valid UTF-8") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from graphgen.runtime.translator import Translator, resolve_providers, translations
 
+    _check_utf8(args.text)
     providers = resolve_providers(args.providers.split(","))
     translator = Translator(args.model, threads=args.threads, providers=providers)
     settings = overrides(args)
