@@ -301,7 +301,7 @@ public final class Translator implements AutoCloseable {
     List<byte[]> rows = new ArrayList<>(texts.size());
     int width = 0;
     for (String text : texts) {
-      byte[] row = text.getBytes(StandardCharsets.UTF_8); // Java writes a lone surrogate as '?'
+      byte[] row = utf8Bytes(text);
       rows.add(row);
       width = Math.max(width, row.length);
     }
@@ -311,6 +311,35 @@ public final class Translator implements AutoCloseable {
     }
     data.rewind();
     return OnnxTensor.createTensor(env, data, new long[] {rows.size(), width}, OnnxJavaType.UINT8);
+  }
+
+  /**
+   * {@code text}'s UTF-8 bytes, each lone (unpaired) UTF-16 surrogate written as U+FFFD's (EF BF BD),
+   * as Python's {@code Translator} and JavaScript's {@code TextEncoder} write it, so that a string
+   * gives the same translation here as there; a surrogate pair is its code point's four bytes. ({@code
+   * String.getBytes(UTF_8)} would write a lone surrogate as '?': a different text.)
+   */
+  static byte[] utf8Bytes(String text) {
+    StringBuilder replaced = null;
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (!Character.isSurrogate(c)) {
+        if (replaced != null) {
+          replaced.append(c);
+        }
+      } else if (Character.isHighSurrogate(c) && i + 1 < text.length() && Character.isLowSurrogate(text.charAt(i + 1))) {
+        if (replaced != null) {
+          replaced.append(c).append(text.charAt(i + 1));
+        }
+        i++; // the pair's low half
+      } else { // a high surrogate not followed by a low one, or a low one not after a high one
+        if (replaced == null) {
+          replaced = new StringBuilder(text.length()).append(text, 0, i);
+        }
+        replaced.append('\uFFFD');
+      }
+    }
+    return (replaced == null ? text : replaced.toString()).getBytes(StandardCharsets.UTF_8);
   }
 
   private OnnxTensor strings(List<String> values) throws OrtException {

@@ -166,6 +166,50 @@ class TranslatorTest {
     assertNotEquals(translator.translate(List.of("ab")), inside);
   }
 
+  /**
+   * Each lone UTF-16 surrogate goes in as U+FFFD's bytes (EF BF BD), as Python's {@code Translator}
+   * (which replaces each surrogate code point of a str by U+FFFD before encoding) and JavaScript's
+   * {@code TextEncoder} write it; a surrogate pair is its code point's four bytes. {@code
+   * String.getBytes(UTF_8)} would write '?'. The expected bytes are computed apart: a regex finds the
+   * lone surrogates.
+   */
+  @Test
+  void loneSurrogatesGoInAsU_FFFD() {
+    var lone = java.util.regex.Pattern.compile(
+        "(?<![\\uD800-\\uDBFF])[\\uDC00-\\uDFFF]|[\\uD800-\\uDBFF](?![\\uDC00-\\uDFFF])");
+    List<String> texts = List.of(
+        "", "I have three cats.", "中文 😀", "a\uD800b", "\uD800\uD800x", "\uDC00\uD83D\uDE00", "end\uD83D",
+        "\uDE00\uD83D", "\uD83D\uDE00\uDE00", "\uD800", "\uDFFF", "\uDBFF\uDFFFx\uDBFF", "a\0\uDC00\0b");
+    for (String text : texts) {
+      byte[] want = lone.matcher(text).replaceAll("\uFFFD").getBytes(StandardCharsets.UTF_8);
+      assertEquals(hex(want), hex(Translator.utf8Bytes(text)), text);
+    }
+    // the same, written out: one U+FFFD per lone surrogate, a pair as its code point
+    assertEquals("61efbfbd62", hex(Translator.utf8Bytes("a\uD800b")));
+    assertEquals("efbfbdefbfbd78", hex(Translator.utf8Bytes("\uD800\uD800x")));
+    assertEquals("efbfbdf09f9880", hex(Translator.utf8Bytes("\uDC00\uD83D\uDE00")));
+    assertEquals("656e64efbfbd", hex(Translator.utf8Bytes("end\uD83D")));
+    assertEquals("efbfbdefbfbd", hex(Translator.utf8Bytes("\uDE00\uD83D")));
+    assertEquals("f09f9880efbfbd", hex(Translator.utf8Bytes("\uD83D\uDE00\uDE00")));
+  }
+
+  /** A string with a lone surrogate translates as the same string with U+FFFD in its place. */
+  @Test
+  void aLoneSurrogateTranslatesAsU_FFFD() throws OrtException {
+    assertEquals(translator.translate(List.of("a\uFFFDb")), translator.translate(List.of("a\uD800b")));
+    assertEquals(
+        translator.translate(List.of("I have three cats.", "\uFFFD\uFFFDcats \uD83D\uDE00\uFFFD")),
+        translator.translate(List.of("I have three cats.", "\uD800\uDBFFcats \uD83D\uDE00\uDC00")));
+  }
+
+  private static String hex(byte[] bytes) {
+    StringBuilder out = new StringBuilder();
+    for (byte b : bytes) {
+      out.append(String.format("%02x", b & 0xff));
+    }
+    return out.toString();
+  }
+
   @Test
   void emptyBatchGivesNoTranslations() throws OrtException {
     assertTrue(translator.translate(List.of()).isEmpty());
