@@ -15,10 +15,10 @@ import onnxruntime as ort
 import pytest
 from transformers import MarianMTModel, MarianTokenizer
 
-from graphgen import GraphgenError, TextInputError, Translator, export
+from graphgen import GraphgenError, SourceTooLongError, TextInputError, Translator, export
 from graphgen.contract import LAYER_ASSIGNMENT, TEXT_ON_CPU, TEXT_UTF8, TRANSLATION
 from graphgen.runtime.translator import utf8_batch
-from graphgen.testing import FAMILIES, REPO, TextFiles, demo_sources, demo_test_pairs, hf_translate
+from graphgen.testing import FAMILIES, LONG_SOURCE, REPO, TextFiles, demo_sources, demo_test_pairs, hf_translate
 
 SOURCES = demo_sources()
 CODED = [name for name, family in FAMILIES.items() if family.has_languages]  # NLLB, M2M100, mBART-50
@@ -140,6 +140,35 @@ def test_zero_characters(models: Models, demo_dir: Path, tmp_path: Path) -> None
     with pytest.raises(TextInputError, match=r"^text 1 of the batch holds U\+0000, up to which") as refused:
         extensions.translate(["ok", "a\0b c d"])
     assert refused.value.indices == (1,)
+
+
+def test_batch_size(demo_onnx: Path, family_text: Callable[[str], TextFiles]) -> None:
+    """``translate(batch_size=N)``: N texts per run, longest first, the translations in the texts'
+    order; per-text languages follow their texts; errors name the texts among all of them."""
+    translator = Translator(demo_onnx)
+    texts = SOURCES[:23]
+    alone = [translator.translate([text], num_beams=2, num_return_sequences=2)[0] for text in texts]
+    assert translator.translate(texts, batch_size=5, num_beams=2, num_return_sequences=2) == alone
+    assert translator.translate([], batch_size=4) == []
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="batch_size must be a whole number"):
+            translator.translate(texts, batch_size=bad)  # type: ignore[arg-type]
+    with pytest.raises(SourceTooLongError, match=r"^text\(s\) 1, 3 of the batch are longer") as too_long:
+        translator.translate(["a", LONG_SOURCE, "b", LONG_SOURCE + " x"], batch_size=2)
+    assert too_long.value.indices == (1, 3)
+    with pytest.raises(TextInputError, match=r"^text 2 of the batch ends") as refused:
+        translator.translate(["a", "b", "c\0"], batch_size=1)
+    assert refused.value.indices == (2,)
+    nllb = family_text("nllb")
+    targets = list(nllb.family.target_languages[:3]) * 3
+    sources = SOURCES[: len(targets)]
+    expected = [nllb.translator.translate([s], target_language=t)[0] for s, t in zip(sources, targets, strict=True)]
+    assert nllb.translator.translate(sources, target_language=targets, batch_size=2) == expected
+    assert nllb.translator.translate(sources, target_language=targets[:1], batch_size=4) == [
+        nllb.translator.translate([s], target_language=targets[0])[0] for s in sources
+    ]
+    with pytest.raises(ValueError, match="one per text"):
+        nllb.translator.translate(sources, target_language=targets[:2], batch_size=2)
 
 
 def test_raw_session_bad_parameters_raise_not_crash(demo_onnx: Path) -> None:

@@ -8,7 +8,7 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import onnxruntime as ort
@@ -300,12 +300,7 @@ class Translator:
         """
         if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
             raise TypeError("texts must be a sequence of str")
-        refused, why = self.zero_characters(texts)
-        if refused:
-            which = "the text" if len(texts) == 1 else f"text {', '.join(map(str, refused))} of the batch"
-            if len(refused) > 1:
-                which = f"texts {', '.join(map(str, refused))} of the batch: each"
-            raise TextInputError(f"{which} {why}; remove it", refused)
+        self._refuse_zero_characters(texts)
         values = self.settings(overrides)
         if TEXT_UTF8 in self._inputs:
             feeds: dict[str, np.ndarray] = {TEXT_UTF8: utf8_batch(texts)}
@@ -337,7 +332,7 @@ class Translator:
             if SOURCE_TOO_LONG_PREFIX not in str(error):
                 raise
             indices = tuple(self.too_long(texts)) if len(texts) > 1 else (0,)
-            raise self._too_long_error(indices) from None
+            raise self._too_long_error(indices, len(texts)) from None
         if TRANSLATION not in results:  # a file without strings: its translations are UTF-8 bytes
             data, lengths = results[TRANSLATION_UTF8], results[TRANSLATION_LENGTHS]
             decoded = [
@@ -379,9 +374,17 @@ class Translator:
             why = "holds U+0000, up to which the file's SentencePiece op reads a text (the rest would be lost)"
         return indices, why
 
-    def _too_long_error(self, indices: tuple[int, ...]) -> SourceTooLongError:
+    def _refuse_zero_characters(self, texts: Sequence[str]) -> None:
+        refused, why = self.zero_characters(texts)
+        if refused:
+            which = "the text" if len(texts) == 1 else f"text {', '.join(map(str, refused))} of the batch"
+            if len(refused) > 1:
+                which = f"texts {', '.join(map(str, refused))} of the batch: each"
+            raise TextInputError(f"{which} {why}; remove it", refused)
+
+    def _too_long_error(self, indices: tuple[int, ...], count: int) -> SourceTooLongError:
         limit = self.max_positions
-        which = "the text" if indices == (0,) else f"text(s) {', '.join(map(str, indices))} of the batch"
+        which = "the text" if count == 1 else f"text(s) {', '.join(map(str, indices))} of the batch"
         return SourceTooLongError(
             f"{which} {'is' if len(indices) == 1 else 'are'} longer than the model's limit of {limit} tokens; "
             f"shorten {'it' if len(indices) == 1 else 'them'}, or pass truncate=True to cut to the limit",
@@ -393,6 +396,7 @@ class Translator:
         self,
         texts: Sequence[str],
         *,
+        batch_size: int | None = None,
         truncate: bool | None = None,
         source_language: str | Sequence[str] | None = None,
         target_language: str | Sequence[str] | None = None,
@@ -400,10 +404,34 @@ class Translator:
     ) -> list[str] | list[list[str]]:
         """One translation per text, or a list of ``num_return_sequences`` per text when > 1.
 
+        ``batch_size``: translate that many texts per run, the longest first, and return the
+        translations in the texts' order. A run holds every text's beams and caches at once, so a
+        long list in one run (``None``, the default) can need more memory than the machine has.
         Languages as in :meth:`run`.
         """
         languages = {SOURCE_LANGUAGE: source_language, TARGET_LANGUAGE: target_language}
-        return translations(self.run(texts, truncate=truncate, **languages, **overrides))
+        if batch_size is None:
+            return translations(self.run(texts, truncate=truncate, **languages, **overrides))
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
+        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
+            raise TypeError("texts must be a sequence of str")
+        self._refuse_zero_characters(texts)  # named among all the texts, not among those of one run
+        self.language_feeds(languages, len(texts))  # their number checked against all the texts
+        order = sorted(range(len(texts)), key=lambda index: -len(texts[index]))  # stable
+        results: list[Any] = [None] * len(texts)
+        for start in range(0, len(order), batch_size):
+            chosen = order[start : start + batch_size]
+            per_run = {  # one code per text: those of this run's texts
+                name: [value[i] for i in chosen] if _per_text(value) else value for name, value in languages.items()
+            }
+            try:
+                outputs = self.run([texts[i] for i in chosen], truncate=truncate, **per_run, **overrides)
+            except SourceTooLongError as error:
+                raise self._too_long_error(tuple(sorted(chosen[i] for i in error.indices)), len(texts)) from None
+            for index, result in zip(chosen, translations(outputs), strict=True):
+                results[index] = result
+        return results
 
     def used_max_length(self, results: dict[str, np.ndarray], max_length: int) -> list[bool]:
         """Per text of a :meth:`run`: whether a hypothesis of it used every position up to
@@ -415,6 +443,10 @@ class Translator:
         if self._pad_id is None or sequences.ndim != 3 or sequences.shape[2] <= last:
             return [False] * len(sequences)
         return [bool(row.any()) for row in sequences[:, :, last] != self._pad_id]
+
+
+def _per_text(languages: str | Sequence[str] | None) -> TypeGuard[Sequence[str]]:
+    return languages is not None and not isinstance(languages, str) and len(languages) > 1
 
 
 def translations(results: dict[str, np.ndarray]) -> list[str] | list[list[str]]:
