@@ -298,9 +298,7 @@ class Translator:
         file cannot carry raises :class:`TextInputError` (one at the end of a text, or any in an
         extensions file's text).
         """
-        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
-            raise TypeError("texts must be a sequence of str")
-        self._refuse_zero_characters(texts)
+        self._check_texts(texts)
         values = self.settings(overrides)
         if TEXT_UTF8 in self._inputs:
             feeds: dict[str, np.ndarray] = {TEXT_UTF8: utf8_batch(texts)}
@@ -374,7 +372,10 @@ class Translator:
             why = "holds U+0000, up to which the file's SentencePiece op reads a text (the rest would be lost)"
         return indices, why
 
-    def _refuse_zero_characters(self, texts: Sequence[str]) -> None:
+    def _check_texts(self, texts: Sequence[str]) -> None:
+        """A list of str, none of them with a U+0000 the file cannot carry."""
+        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
+            raise TypeError("texts must be a sequence of str")
         refused, why = self.zero_characters(texts)
         if refused:
             which = "the text" if len(texts) == 1 else f"text {', '.join(map(str, refused))} of the batch"
@@ -414,9 +415,7 @@ class Translator:
             return translations(self.run(texts, truncate=truncate, **languages, **overrides))
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
-        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
-            raise TypeError("texts must be a sequence of str")
-        self._refuse_zero_characters(texts)  # named among all the texts, not among those of one run
+        self._check_texts(texts)  # a refused text named among all the texts, not among those of one run
         self.language_feeds(languages, len(texts))  # their number checked against all the texts
         order = sorted(range(len(texts)), key=lambda index: -len(texts[index]))  # stable
         results: list[Any] = [None] * len(texts)
